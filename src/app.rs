@@ -1,1 +1,208 @@
-//! app
+//! Wiring: one configuration in, a running process out. `serve` runs HTTP, workers and
+//! maintenance; `worker` runs workers and maintenance. Both stop gracefully on one shutdown
+//! future (SIGINT/SIGTERM in the binary, anything in tests).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::PgPoolOptions;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{DatabaseConfig, ServeConfig, WorkerConfigArgs, WorkerSettings};
+use crate::http::{self, AppState};
+use crate::queue::Queue;
+use crate::worker::{JobError, Outcome, Registry, Worker};
+
+/// Every migration, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Connects to the database (waiting briefly for it) and applies pending migrations.
+pub async fn connect(database: &DatabaseConfig) -> anyhow::Result<sqlx::PgPool> {
+    let pool = PgPoolOptions::new()
+        .max_connections(database.db_pool.max(4))
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&database.database_url)
+        .await
+        .context("connecting to PostgreSQL (DATABASE_URL)")?;
+    Ok(pool)
+}
+
+/// Applies pending migrations. Safe to run from many processes at once: sqlx takes an
+/// advisory lock.
+pub async fn migrate(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    MIGRATOR
+        .run(pool)
+        .await
+        .context("applying database migrations")
+}
+
+/// Job kinds every docket process runs, besides the pipeline's.
+pub mod builtin {
+    /// Does nothing: for smoke tests and the queue benchmark.
+    pub const NOOP: &str = "noop";
+    /// Sleeps `{"ms": n}` milliseconds: a job that takes time, for trying out leases, crashes
+    /// and shutdown.
+    pub const SLEEP: &str = "sleep";
+}
+
+/// The handlers this build runs, each with the configured concurrency.
+pub fn registry(settings: &WorkerSettings) -> Registry {
+    let mut registry = Registry::new();
+    registry.register(builtin::NOOP, settings.concurrency, |_job| async {
+        Ok(Outcome::Complete)
+    });
+    registry.register(builtin::SLEEP, settings.concurrency, |job| async move {
+        #[derive(serde::Deserialize)]
+        struct Sleep {
+            ms: u64,
+        }
+        let sleep: Sleep = job.payload()?;
+        if sleep.ms > 3_600_000 {
+            return Err(JobError::Fatal(anyhow::anyhow!(
+                "a sleep job sleeps at most one hour"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(sleep.ms)).await;
+        Ok(Outcome::Complete)
+    });
+    registry
+}
+
+/// A built `serve` process: bound, connected, migrated; not yet running.
+pub struct App {
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    settings: WorkerSettings,
+    run_workers: bool,
+}
+
+impl App {
+    /// Validates `config`, connects, migrates and binds.
+    pub async fn build(config: ServeConfig) -> anyhow::Result<App> {
+        config.validate()?;
+        let pool = connect(&config.database).await?;
+        migrate(&pool).await?;
+        let queue = Queue::new(pool.clone(), config.worker.lease());
+        let registry = registry(&config.worker);
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .with_context(|| format!("binding {}", config.bind))?;
+        let state = AppState {
+            pool,
+            queue,
+            job_kinds: Arc::new(registry.kinds().map(str::to_owned).collect()),
+            api_token: config
+                .api_token
+                .filter(|t| !t.is_empty())
+                .map(|t| Arc::from(t.as_str())),
+        };
+        Ok(App {
+            listener,
+            state,
+            settings: config.worker,
+            run_workers: !config.no_workers,
+        })
+    }
+
+    /// The address actually bound (port 0 becomes a real port).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves, then stops HTTP and workers gracefully.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let stop = CancellationToken::new();
+        let router = http::router(self.state.clone());
+        let server = tokio::spawn(http::serve(
+            self.listener,
+            router,
+            stop.clone().cancelled_owned(),
+        ));
+        let background = self
+            .run_workers
+            .then(|| spawn_background(&self.state.queue, &self.settings, stop.clone()));
+        tracing::info!("docket is serving");
+        shutdown.await;
+        stop.cancel();
+        if let Some(background) = background {
+            background.await;
+        }
+        server
+            .await
+            .context("the HTTP server task failed")?
+            .context("the HTTP server failed")?;
+        Ok(())
+    }
+}
+
+/// Runs `docket worker`: workers and maintenance until `shutdown`.
+pub async fn run_worker(
+    config: WorkerConfigArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    let pool = connect(&config.database).await?;
+    migrate(&pool).await?;
+    let queue = Queue::new(pool, config.worker.lease());
+    let stop = CancellationToken::new();
+    let background = spawn_background(&queue, &config.worker, stop.clone());
+    shutdown.await;
+    stop.cancel();
+    background.await;
+    Ok(())
+}
+
+/// Starts the worker and the maintenance loops; the returned future ends when both have
+/// stopped after `stop`.
+fn spawn_background(
+    queue: &Queue,
+    settings: &WorkerSettings,
+    stop: CancellationToken,
+) -> impl std::future::Future<Output = ()> + use<> {
+    let worker = Worker::new(queue.clone(), registry(settings), settings.worker_config());
+    let worker = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
+    let maintenance = tokio::spawn(crate::maintenance::run(
+        queue.clone(),
+        settings.maintenance(),
+        stop,
+    ));
+    async move {
+        if let Err(err) = worker.await {
+            tracing::error!(error = %err, "the worker task failed");
+        }
+        if let Err(err) = maintenance.await {
+            tracing::error!(error = %err, "the maintenance task failed");
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutdown requested");
+}

@@ -13,6 +13,8 @@
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
 //! | [`embed`] | text → vectors: providers behind one trait, the shared rate limiter, in-call retries |
 //! | [`http`] | the axum API, health, and the static page |
+//! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
+//! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one [`config::Config`] |
 //! | [`cli`] | the `docket` command line |
 //!
@@ -27,10 +29,12 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod embed;
 pub mod extract;
 pub mod http;
+pub mod maintenance;
 pub mod queue;
 pub mod worker;

@@ -1,1 +1,79 @@
-//! http
+//! The HTTP surface: the JSON API under `/api`, health probes, and the static page.
+//!
+//! [`router`] builds everything from an [`AppState`], so tests call it on a listener bound to
+//! port 0; [`serve`] runs it until a shutdown future resolves. `/api` requires the bearer token
+//! when one is configured; health and the page stay open.
+
+mod auth;
+pub mod error;
+mod health;
+pub mod input;
+mod jobs;
+mod page;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tower_http::trace::TraceLayer;
+
+use crate::queue::Queue;
+
+/// What every handler can reach. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: sqlx::PgPool,
+    pub queue: Queue,
+    /// Job kinds this deployment runs; `POST /api/jobs` accepts only these.
+    pub job_kinds: Arc<Vec<String>>,
+    /// When set, `/api` requires `Authorization: Bearer <token>`.
+    pub api_token: Option<Arc<str>>,
+}
+
+/// JSON bodies (not uploads) are small: job payloads are references.
+const JSON_BODY_LIMIT: usize = 256 * 1024;
+
+/// The whole application's routes.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/jobs", get(jobs::list).post(jobs::enqueue))
+        .route("/jobs/{id}", get(jobs::get))
+        .route("/jobs/{id}/retry", post(jobs::retry))
+        .route("/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/queue/stats", get(jobs::stats))
+        .fallback(api_not_found)
+        .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .route("/", get(page::index))
+        .route("/app.js", get(page::script))
+        .route("/app.css", get(page::style))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .nest("/api", api)
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn api_not_found() -> error::ApiError {
+    error::ApiError::NotFound {
+        code: "route_not_found",
+        message: "no such API route".into(),
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,1 +1,240 @@
-//! queue
+//! The job queue, in PostgreSQL only.
+//!
+//! The queue knows no job kinds: a job is a `kind`, a small JSON `payload` of references and an
+//! optional idempotency key. What it guarantees:
+//!
+//! - **Transactional enqueue** ([`enqueue`], [`enqueue_many`]): jobs are written on the caller's
+//!   connection, inside the caller's transaction, with a `NOTIFY` on [`CHANNEL`] that PostgreSQL
+//!   delivers only at commit. An idempotency key turns a second enqueue of the same work into a
+//!   no-op that returns the existing job.
+//! - **Leased claims** ([`Queue::claim`]): one short statement picks due `ready` rows with
+//!   `for update skip locked`, marks them `running` and gives each a fresh lease token and expiry.
+//!   No row lock is held while a handler runs.
+//! - **Fenced outcomes** ([`Queue::complete`], [`Queue::retry`], [`Queue::fail`], [`Queue::extend`],
+//!   [`Queue::release`]): every write after the claim matches id, `running` and the lease token.
+//!   Zero rows matched means the lease was lost; the caller is told so through
+//!   [`QueueError::LeaseLost`] (or the list of lost leases for batch calls), never silently.
+//! - **Rescue and retention** ([`Queue::rescue_expired`], [`Queue::prune_done`]): expired leases
+//!   go back to `ready` (or `dead` past their attempts) and old `done` rows are deleted, both in
+//!   short batches so they never hold many locks.
+//!
+//! It does not promise that a job runs once: leases expire, workers die. Handlers make their
+//! effects idempotent (unique keys and upserts), which is what makes at-least-once safe.
+
+mod admin;
+mod claim;
+mod enqueue;
+mod maintenance;
+mod retry_policy;
+
+pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
+pub use claim::{ClaimedJob, complete_in};
+pub use enqueue::{enqueue, enqueue_many};
+pub use maintenance::Rescued;
+pub use retry_policy::RetryPolicy;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The LISTEN/NOTIFY channel on which enqueues announce the kind of the new job.
+pub const CHANNEL: &str = "docket_jobs";
+
+/// The longest error message stored; longer ones are cut (on a character boundary).
+pub const MAX_ERROR_CHARS: usize = 4000;
+
+/// The largest payload the queue accepts. Payloads carry references, not content.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+/// A job's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub i64);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The right to change a running job: its id and the token of the claim that took it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    pub job_id: JobId,
+    pub token: Uuid,
+}
+
+/// A job to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub kind: String,
+    pub payload: serde_json::Value,
+    /// Work with the same key is enqueued once; the second enqueue returns the first job.
+    pub idempotency_key: Option<String>,
+    /// Not before this instant; `None` means now.
+    pub run_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// `None` takes the table's default.
+    pub max_attempts: Option<i32>,
+}
+
+impl NewJob {
+    /// A job of `kind` with `payload`, due now, with the default attempt budget.
+    pub fn new(kind: impl Into<String>, payload: serde_json::Value) -> Self {
+        Self {
+            kind: kind.into(),
+            payload,
+            idempotency_key: None,
+            run_at: None,
+            max_attempts: None,
+        }
+    }
+
+    /// Makes the job idempotent under `key`.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Delays the job until `at`.
+    pub fn run_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Sets the attempt budget.
+    pub fn max_attempts(mut self, n: i32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    fn validate(&self) -> Result<(), QueueError> {
+        if self.kind.is_empty() || self.kind.len() > 100 {
+            return Err(QueueError::Invalid(
+                "a job kind is 1 to 100 characters".into(),
+            ));
+        }
+        let size = self.payload.to_string().len();
+        if size > MAX_PAYLOAD_BYTES {
+            return Err(QueueError::PayloadTooLarge {
+                size,
+                max: MAX_PAYLOAD_BYTES,
+            });
+        }
+        if self.max_attempts.is_some_and(|n| n < 1) {
+            return Err(QueueError::Invalid(
+                "max_attempts must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The result of an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Enqueued {
+    pub id: JobId,
+    /// False when an idempotency key matched an existing job, which is returned instead.
+    pub created: bool,
+}
+
+/// A job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Ready,
+    Running,
+    Done,
+    Dead,
+    Cancelled,
+}
+
+impl JobStatus {
+    /// Every status, in the order people read them.
+    pub const ALL: [JobStatus; 5] = [
+        JobStatus::Ready,
+        JobStatus::Running,
+        JobStatus::Done,
+        JobStatus::Dead,
+        JobStatus::Cancelled,
+    ];
+
+    /// The status as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Ready => "ready",
+            JobStatus::Running => "running",
+            JobStatus::Done => "done",
+            JobStatus::Dead => "dead",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::str::FromStr for JobStatus {
+    type Err = QueueError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                QueueError::Invalid(format!(
+                    "unknown job status {s:?}; expected one of ready, running, done, dead, cancelled"
+                ))
+            })
+    }
+}
+
+/// What went wrong in the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The job is no longer running under this lease: it was rescued, cancelled or finished by
+    /// someone else. The caller's result must be discarded.
+    #[error("the lease on job {0} was lost")]
+    LeaseLost(JobId),
+    #[error("job {0} not found")]
+    NotFound(JobId),
+    /// The job exists but is in a state that does not allow the change.
+    #[error("job {id} is {status}; {action} needs it to be {needed}")]
+    WrongState {
+        id: JobId,
+        status: String,
+        action: &'static str,
+        needed: &'static str,
+    },
+    #[error("the payload is {size} bytes; the limit is {max}")]
+    PayloadTooLarge { size: usize, max: usize },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The queue's handle: a pool and the lease length. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pool: sqlx::PgPool,
+    lease: Duration,
+}
+
+impl Queue {
+    /// A queue on `pool` whose claims last `lease` unless extended.
+    pub fn new(pool: sqlx::PgPool, lease: Duration) -> Self {
+        Self { pool, lease }
+    }
+
+    /// The pool the queue runs on.
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+
+    /// How long a claim or an extension lasts.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn lease_millis(&self) -> f64 {
+        self.lease.as_secs_f64() * 1000.0
+    }
+}

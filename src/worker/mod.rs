@@ -1,1 +1,213 @@
-//! worker
+//! The worker runtime: runs registered handlers on jobs from the [`crate::queue`].
+//!
+//! Parts, each in its own file:
+//! - a **producer** per job kind claims only as many jobs as the kind has free slots (claim
+//!   batch size is set apart from concurrency), woken by NOTIFY, by a freed slot, or by the poll
+//!   interval when notifications are lost;
+//! - an **executor** per job runs the handler in its own task and records the outcome under
+//!   the job's lease;
+//! - the **completer** acknowledges finished jobs in batches, each still fenced by its token;
+//! - the **heartbeat** extends every held lease and stops handlers whose lease was lost;
+//! - the **listener** holds the LISTEN connection and reconnects when it drops.
+//!
+//! Shutdown ([`Worker::run`]'s `shutdown` future) stops claiming, lets running handlers finish
+//! within the grace period, and hands the rest back to `ready` without spending an attempt.
+//! A database outage never ends the process: every loop logs, backs off and tries again.
+
+mod completer;
+mod executor;
+mod heartbeat;
+mod job;
+mod listener;
+mod producer;
+mod registry;
+
+pub use job::{Job, JobError, Outcome, ResultExt};
+pub use registry::Registry;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::queue::{Queue, RetryPolicy};
+use executor::{Acker, execute};
+use heartbeat::Inflight;
+use producer::Producer;
+
+/// How a worker process behaves.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Shown in `leased_by`, so people can tell which process holds a job.
+    pub worker_id: String,
+    /// Most jobs claimed in one statement, per kind; never more than the kind's free slots.
+    pub claim_batch: usize,
+    /// The safety net when notifications are lost.
+    pub poll_interval: Duration,
+    /// LISTEN for new-job notifications; off, the worker relies on polling alone.
+    pub listen: bool,
+    /// How often held leases are extended; well under the lease length.
+    pub heartbeat: Duration,
+    /// How long running handlers may take to finish after shutdown is asked.
+    pub shutdown_grace: Duration,
+    pub retry_policy: RetryPolicy,
+}
+
+impl WorkerConfig {
+    /// Defaults for a queue whose leases last `lease`.
+    pub fn for_lease(lease: Duration) -> Self {
+        Self {
+            worker_id: format!(
+                "worker-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..6]
+            ),
+            claim_batch: 10,
+            poll_interval: Duration::from_secs(2),
+            listen: true,
+            heartbeat: lease / 3,
+            shutdown_grace: Duration::from_secs(20),
+            retry_policy: RetryPolicy::default(),
+        }
+    }
+}
+
+/// What the parts of one worker share.
+pub(crate) struct Shared {
+    pub queue: Queue,
+    pub config: WorkerConfig,
+    pub inflight: Inflight,
+}
+
+/// A worker: a queue, the handlers it runs, and how.
+pub struct Worker {
+    shared: Arc<Shared>,
+    registry: Registry,
+}
+
+impl Worker {
+    /// A worker running `registry`'s handlers on `queue`.
+    pub fn new(queue: Queue, registry: Registry, config: WorkerConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                queue,
+                config,
+                inflight: Inflight::default(),
+            }),
+            registry,
+        }
+    }
+
+    /// Runs until `shutdown` resolves, then shuts down gracefully (see the module doc).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let stop_claiming = CancellationToken::new();
+        let stop_background = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
+        let completer = tokio::spawn(completer::run(self.shared.clone(), ack_rx));
+        let heartbeat = tokio::spawn(heartbeat::run(
+            self.shared.clone(),
+            self.shared.config.heartbeat,
+            stop_background.clone(),
+        ));
+
+        let wakers: BTreeMap<String, Arc<Notify>> = self
+            .registry
+            .kinds()
+            .map(|kind| (kind.to_owned(), Arc::new(Notify::new())))
+            .collect();
+        let listener = self.shared.config.listen.then(|| {
+            tokio::spawn(listener::run(
+                self.shared.queue.pool().clone(),
+                wakers.clone(),
+                stop_background.clone(),
+            ))
+        });
+        let mut producers = Vec::new();
+        for (kind, config) in &self.registry.kinds {
+            let producer = Producer {
+                shared: self.shared.clone(),
+                kind: kind.clone(),
+                config: config.clone(),
+                wake: wakers[kind].clone(),
+                acker: Acker::Batched(acks.clone()),
+                tasks: tasks.clone(),
+            };
+            producers.push(tokio::spawn(producer.run(stop_claiming.clone())));
+        }
+        drop(acks);
+        tracing::info!(worker = %self.shared.config.worker_id, kinds = ?self.registry, "worker started");
+
+        shutdown.await;
+        tracing::info!("stopping: no new claims; waiting for running jobs");
+        stop_claiming.cancel();
+        for producer in producers {
+            let _ = producer.await;
+        }
+        tasks.close();
+        let grace = self.shared.config.shutdown_grace;
+        if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+            let unfinished = self.shared.inflight.leases();
+            tracing::warn!(
+                jobs = unfinished.len(),
+                "grace period over; handing unfinished jobs back"
+            );
+            for lease in &unfinished {
+                self.shared.inflight.stop(lease);
+            }
+            tasks.wait().await;
+            match self.shared.queue.release(&unfinished).await {
+                Ok(lost) if !lost.is_empty() => {
+                    tracing::warn!(jobs = lost.len(), "some leases were already lost")
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!(error = %err, "could not hand jobs back; the rescuer will")
+                }
+            }
+        }
+        // Every executor has ended, so every sender is gone and the completer drains and exits.
+        let _ = completer.await;
+        stop_background.cancel();
+        let _ = heartbeat.await;
+        if let Some(listener) = listener {
+            let _ = listener.await;
+        }
+        tracing::info!("worker stopped");
+    }
+
+    /// Claims and runs due jobs of every registered kind until none is left, then returns how
+    /// many ran. For tests and one-shot tools: it drives the same executor as [`Worker::run`],
+    /// step by step, with no sleeping and no background loops.
+    pub async fn run_until_idle(&self) -> Result<usize, crate::queue::QueueError> {
+        let mut total = 0;
+        loop {
+            let mut ran = 0;
+            for (kind, config) in &self.registry.kinds {
+                let claimed = self
+                    .shared
+                    .queue
+                    .claim(kind, config.concurrency, &self.shared.config.worker_id)
+                    .await?;
+                ran += claimed.len();
+                let runs = claimed.into_iter().map(|job| {
+                    execute(
+                        self.shared.clone(),
+                        config.handler.clone(),
+                        job,
+                        Acker::Direct,
+                    )
+                });
+                futures::future::join_all(runs).await;
+            }
+            if ran == 0 {
+                return Ok(total);
+            }
+            total += ran;
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `/api/jobs` and `/api/queue/stats`: people and scripts look at jobs, enqueue known kinds,
+//! retry dead ones and cancel.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::input::{Json, Path, Query};
+use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
+
+/// Query of `GET /api/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    kind: Option<String>,
+    /// The `next` cursor of the previous page.
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// `GET /api/jobs`: newest first; `next` is the cursor for the following page.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let status = query
+        .status
+        .as_deref()
+        .map(str::parse::<JobStatus>)
+        .transpose()
+        .map_err(|err| ApiError::bad_request("invalid_status", err.to_string()))?;
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_limit",
+            "limit must be between 1 and 500",
+        ));
+    }
+    let jobs = state
+        .queue
+        .list(&JobFilter {
+            status,
+            kind: query.kind,
+            before: query.before.map(JobId),
+            limit,
+        })
+        .await?;
+    let next = (jobs.len() as i64 == limit)
+        .then(|| jobs.last().map(|j| j.id))
+        .flatten();
+    Ok(Json(json!({ "jobs": jobs, "next": next })))
+}
+
+/// `GET /api/jobs/{id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<JobRecord>, ApiError> {
+    Ok(Json(state.queue.get(JobId(id)).await?))
+}
+
+/// Body of `POST /api/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueBody {
+    kind: String,
+    #[serde(default)]
+    payload: Option<Value>,
+    idempotency_key: Option<String>,
+    run_at: Option<DateTime<Utc>>,
+    max_attempts: Option<i32>,
+}
+
+/// `POST /api/jobs`: enqueue a job of a kind this deployment runs. 201 when created, 200 when
+/// the idempotency key named an existing job (which comes back).
+pub async fn enqueue(
+    State(state): State<AppState>,
+    Json(body): Json<EnqueueBody>,
+) -> Result<(StatusCode, Json<JobRecord>), ApiError> {
+    if !state.job_kinds.iter().any(|k| k == &body.kind) {
+        return Err(ApiError::Unprocessable {
+            code: "unknown_job_kind",
+            message: format!(
+                "no handler runs jobs of kind {:?}; known kinds: {}",
+                body.kind,
+                state.job_kinds.join(", ")
+            ),
+        });
+    }
+    let payload = body.payload.unwrap_or_else(|| json!({}));
+    if !payload.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_payload",
+            "payload must be a JSON object",
+        ));
+    }
+    let job = NewJob {
+        kind: body.kind,
+        payload,
+        idempotency_key: body.idempotency_key,
+        run_at: body.run_at,
+        max_attempts: body.max_attempts,
+    };
+    let mut conn = state.pool.acquire().await.map_err(super::error::database)?;
+    let enqueued = queue::enqueue(&mut conn, &job).await?;
+    drop(conn);
+    let status = if enqueued.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(state.queue.get(enqueued.id).await?)))
+}
+
+/// `POST /api/jobs/{id}/retry`: a dead or cancelled job back to ready.
+pub async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<JobRecord>, ApiError> {
+    Ok(Json(state.queue.retry_dead(JobId(id)).await?))
+}
+
+/// `POST /api/jobs/{id}/cancel`: a ready or running job to cancelled.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<JobRecord>, ApiError> {
+    Ok(Json(state.queue.cancel(JobId(id)).await?))
+}
+
+/// `GET /api/queue/stats`.
+pub async fn stats(State(state): State<AppState>) -> Result<Json<QueueStats>, ApiError> {
+    Ok(Json(state.queue.stats().await?))
+}

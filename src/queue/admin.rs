@@ -1,0 +1,212 @@
+//! What people do with jobs: look at them, count them, cancel them, and give dead ones another
+//! chance. None of this is on the hot path.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{JobId, JobStatus, Queue, QueueError};
+
+/// A job as people see it.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct JobRecord {
+    pub id: i64,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub status: String,
+    pub run_at: DateTime<Utc>,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    #[serde(skip)]
+    pub lease_token: Option<Uuid>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub leased_by: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub last_error: Option<String>,
+    /// Past failures, oldest first: `[{ "attempt", "at", "error" }]`.
+    pub errors: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Which jobs to list: newest first, keyset-paginated by id.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub status: Option<JobStatus>,
+    pub kind: Option<String>,
+    /// Only jobs with a smaller id (the `next` cursor of the previous page).
+    pub before: Option<JobId>,
+    pub limit: i64,
+}
+
+/// Counts of one kind, by status.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KindStats {
+    pub kind: String,
+    pub ready: i64,
+    pub running: i64,
+    pub done: i64,
+    pub dead: i64,
+    pub cancelled: i64,
+}
+
+/// The queue at a glance.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueStats {
+    pub kinds: Vec<KindStats>,
+    /// Age in seconds of the oldest `ready` job that is due; future `run_at` does not count.
+    pub oldest_due_age_seconds: Option<f64>,
+    /// Running jobs whose lease has run out and that the rescuer has not handled yet.
+    pub expired_leases: i64,
+}
+
+const COLUMNS: &str = "id, kind, payload, status, run_at, attempts, max_attempts, lease_token, \
+     lease_until, leased_by, idempotency_key, last_error, errors, created_at, updated_at, \
+     finished_at";
+
+impl Queue {
+    /// One job.
+    pub async fn get(&self, id: JobId) -> Result<JobRecord, QueueError> {
+        sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+            "select {COLUMNS} from jobs where id = $1"
+        )))
+        .bind(id.0)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(QueueError::NotFound(id))
+    }
+
+    /// A page of jobs, newest first.
+    pub async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, QueueError> {
+        // The column list is a constant; every value is a bind parameter.
+        let rows = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+            "select {COLUMNS}
+             from jobs
+             where ($1::text is null or status = $1)
+               and ($2::text is null or kind = $2)
+               and ($3::bigint is null or id < $3)
+             order by id desc
+             limit $4"
+        )))
+        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.kind.as_deref())
+        .bind(filter.before.map(|id| id.0))
+        .bind(filter.limit.clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Counts per kind and status, the oldest due job's age, and unhandled expired leases.
+    pub async fn stats(&self) -> Result<QueueStats, QueueError> {
+        let counts: Vec<(String, String, i64)> = sqlx::query_as(
+            "select kind, status, count(*) from jobs group by kind, status order by kind",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut kinds: Vec<KindStats> = Vec::new();
+        for (kind, status, n) in counts {
+            if kinds.last().is_none_or(|k| k.kind != kind) {
+                kinds.push(KindStats {
+                    kind: kind.clone(),
+                    ..KindStats::default()
+                });
+            }
+            if let Some(entry) = kinds.last_mut() {
+                match status.as_str() {
+                    "ready" => entry.ready = n,
+                    "running" => entry.running = n,
+                    "done" => entry.done = n,
+                    "dead" => entry.dead = n,
+                    _ => entry.cancelled = n,
+                }
+            }
+        }
+        let (oldest_due_age_seconds, expired_leases): (Option<f64>, i64) = sqlx::query_as(
+            "select
+                 (select extract(epoch from now() - min(run_at))::float8
+                  from jobs
+                  where status = 'ready' and run_at <= now()),
+                 (select count(*)
+                  from jobs
+                  where status = 'running' and lease_until < now())",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(QueueStats {
+            kinds,
+            oldest_due_age_seconds,
+            expired_leases,
+        })
+    }
+
+    /// Cancels a `ready` or `running` job. A running job's worker loses its lease: its next
+    /// heartbeat or completion is refused and its result discarded.
+    pub async fn cancel(&self, id: JobId) -> Result<JobRecord, QueueError> {
+        let row = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+            "update jobs
+             set status = 'cancelled',
+                 lease_token = null,
+                 lease_until = null,
+                 finished_at = now(),
+                 updated_at = now()
+             where id = $1
+               and status in ('ready', 'running')
+             returning {COLUMNS}"
+        )))
+        .bind(id.0)
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => Ok(row),
+            None => Err(self.wrong_state(id, "cancel", "ready or running").await),
+        }
+    }
+
+    /// A person's retry of a `dead` or `cancelled` job: back to `ready` now, with its full
+    /// attempt budget again on top of the attempts it used (which stay counted, so the history
+    /// reads true).
+    pub async fn retry_dead(&self, id: JobId) -> Result<JobRecord, QueueError> {
+        let row = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+            "update jobs
+             set status = 'ready',
+                 run_at = now(),
+                 max_attempts = attempts + max_attempts,
+                 finished_at = null,
+                 updated_at = now()
+             where id = $1
+               and status in ('dead', 'cancelled')
+             returning {COLUMNS}"
+        )))
+        .bind(id.0)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(self.wrong_state(id, "retry", "dead or cancelled").await);
+        };
+        sqlx::query("select pg_notify($1, $2)")
+            .bind(super::CHANNEL)
+            .bind(&row.kind)
+            .execute(&self.pool)
+            .await?;
+        Ok(row)
+    }
+
+    async fn wrong_state(
+        &self,
+        id: JobId,
+        action: &'static str,
+        needed: &'static str,
+    ) -> QueueError {
+        match self.get(id).await {
+            Ok(job) => QueueError::WrongState {
+                id,
+                status: job.status,
+                action,
+                needed,
+            },
+            Err(err) => err,
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Claims and everything a lease holder may do afterwards. Each statement after the claim is
+//! fenced by `id`, `status = 'running'` and the lease token.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{JobId, JobStatus, Lease, MAX_ERROR_CHARS, Queue, QueueError};
+
+/// A job handed to a worker, with the lease that lets it report the outcome.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    pub lease: Lease,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    /// This attempt's number, from 1.
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub lease_until: DateTime<Utc>,
+    /// When the job was due; pickup latency is measured from here.
+    pub run_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    id: i64,
+    kind: String,
+    payload: serde_json::Value,
+    attempts: i32,
+    max_attempts: i32,
+    lease_token: Uuid,
+    lease_until: DateTime<Utc>,
+    run_at: DateTime<Utc>,
+}
+
+impl Queue {
+    /// Claims up to `limit` due `ready` jobs of `kind` for `worker`.
+    ///
+    /// The ids are picked in a subquery under `for update skip locked` and updated by
+    /// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx`
+    /// even under a generic plan, where a CTE or join with `limit $2` was measured to fall back
+    /// to scanning the whole table.
+    pub async fn claim(
+        &self,
+        kind: &str,
+        limit: usize,
+        worker: &str,
+    ) -> Result<Vec<ClaimedJob>, QueueError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<ClaimRow> = sqlx::query_as(
+            "update jobs
+             set status = 'running',
+                 attempts = attempts + 1,
+                 lease_token = gen_random_uuid(),
+                 lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+                 leased_by = $4,
+                 updated_at = now()
+             where id = any(array(
+                 select id
+                 from jobs
+                 where status = 'ready'
+                   and kind = $1
+                   and run_at <= now()
+                 order by run_at, id
+                 limit $2
+                 for update skip locked))
+             returning id, kind, payload, attempts, max_attempts, lease_token, lease_until, run_at",
+        )
+        .bind(kind)
+        .bind(limit)
+        .bind(self.lease_millis())
+        .bind(worker)
+        .fetch_all(&self.pool)
+        .await?;
+
+        Ok(rows
+            .into_iter()
+            .map(|row| ClaimedJob {
+                lease: Lease {
+                    job_id: JobId(row.id),
+                    token: row.lease_token,
+                },
+                kind: row.kind,
+                payload: row.payload,
+                attempt: row.attempts,
+                max_attempts: row.max_attempts,
+                lease_until: row.lease_until,
+                run_at: row.run_at,
+            })
+            .collect())
+    }
+
+    /// Extends every lease in `leases` by the queue's lease length, in one statement.
+    /// Returns the leases that were lost (their jobs must stop).
+    pub async fn extend(&self, leases: &[Lease]) -> Result<Vec<Lease>, QueueError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens) = split(leases);
+        let kept: Vec<i64> = sqlx::query_scalar(
+            "update jobs
+             set lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+                 updated_at = now()
+             from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+             where jobs.id = held.id
+               and jobs.status = 'running'
+               and jobs.lease_token = held.token
+             returning jobs.id",
+        )
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(self.lease_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(lost(leases, &kept))
+    }
+
+    /// Marks one job done. [`QueueError::LeaseLost`] if the lease is no longer held.
+    pub async fn complete(&self, lease: &Lease) -> Result<(), QueueError> {
+        let mut conn = self.pool.acquire().await?;
+        complete_in(&mut conn, lease).await
+    }
+
+    /// Marks many jobs done in one statement. Returns the leases that were lost; those jobs
+    /// were not changed.
+    pub async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<Lease>, QueueError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens) = split(leases);
+        let done: Vec<i64> = sqlx::query_scalar(
+            "update jobs
+             set status = 'done',
+                 lease_token = null,
+                 lease_until = null,
+                 finished_at = now(),
+                 updated_at = now()
+             from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+             where jobs.id = held.id
+               and jobs.status = 'running'
+               and jobs.lease_token = held.token
+             returning jobs.id",
+        )
+        .bind(&ids)
+        .bind(&tokens)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(lost(leases, &done))
+    }
+
+    /// Records a transient failure and schedules the job again after `delay` (or moves it to
+    /// `dead` when this was its last attempt). With `spend_attempt` false the attempt is given
+    /// back: being rate limited is waiting, not failing. Returns the job's new status.
+    pub async fn retry(
+        &self,
+        lease: &Lease,
+        error: &str,
+        delay: Duration,
+        spend_attempt: bool,
+    ) -> Result<JobStatus, QueueError> {
+        let status: Option<String> = sqlx::query_scalar(
+            "update jobs
+             set attempts = attempts - case when $5 then 0 else 1 end,
+                 status = case when $5 and attempts >= max_attempts then 'dead' else 'ready' end,
+                 run_at = now() + $3 * interval '1 millisecond',
+                 lease_token = null,
+                 lease_until = null,
+                 last_error = $4,
+                 errors = jobs_push_error(errors, attempts, $4),
+                 finished_at = case when $5 and attempts >= max_attempts then now() end,
+                 updated_at = now()
+             where id = $1
+               and status = 'running'
+               and lease_token = $2
+             returning status",
+        )
+        .bind(lease.job_id.0)
+        .bind(lease.token)
+        .bind(delay.as_secs_f64() * 1000.0)
+        .bind(truncate(error))
+        .bind(spend_attempt)
+        .fetch_optional(&self.pool)
+        .await?;
+        match status.as_deref() {
+            Some("dead") => Ok(JobStatus::Dead),
+            Some(_) => Ok(JobStatus::Ready),
+            None => Err(QueueError::LeaseLost(lease.job_id)),
+        }
+    }
+
+    /// Moves the job to `dead` at once: a permanent failure that no retry can fix. The job
+    /// keeps its payload and error history so a person can decide what to do.
+    pub async fn fail(&self, lease: &Lease, error: &str) -> Result<(), QueueError> {
+        let updated = sqlx::query(
+            "update jobs
+             set status = 'dead',
+                 lease_token = null,
+                 lease_until = null,
+                 last_error = $3,
+                 errors = jobs_push_error(errors, attempts, $3),
+                 finished_at = now(),
+                 updated_at = now()
+             where id = $1
+               and status = 'running'
+               and lease_token = $2",
+        )
+        .bind(lease.job_id.0)
+        .bind(lease.token)
+        .bind(truncate(error))
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        fenced(updated, lease)
+    }
+
+    /// Hands running jobs back to `ready` without spending their attempt: used at shutdown for
+    /// handlers that did not finish within the grace period. Returns the leases already lost.
+    pub async fn release(&self, leases: &[Lease]) -> Result<Vec<Lease>, QueueError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens) = split(leases);
+        let released: Vec<i64> = sqlx::query_scalar(
+            "update jobs
+             set status = 'ready',
+                 attempts = greatest(attempts - 1, 0),
+                 run_at = now(),
+                 lease_token = null,
+                 lease_until = null,
+                 updated_at = now()
+             from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+             where jobs.id = held.id
+               and jobs.status = 'running'
+               and jobs.lease_token = held.token
+             returning jobs.id",
+        )
+        .bind(&ids)
+        .bind(&tokens)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(lost(leases, &released))
+    }
+}
+
+/// Marks a job done on `conn`, typically inside the transaction that writes the job's result
+/// and enqueues the next step: then the result, the next job and the completion commit
+/// together, and a worker whose lease was lost writes none of them.
+pub async fn complete_in(conn: &mut PgConnection, lease: &Lease) -> Result<(), QueueError> {
+    let updated = sqlx::query(
+        "update jobs
+         set status = 'done',
+             lease_token = null,
+             lease_until = null,
+             finished_at = now(),
+             updated_at = now()
+         where id = $1
+           and status = 'running'
+           and lease_token = $2",
+    )
+    .bind(lease.job_id.0)
+    .bind(lease.token)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    fenced(updated, lease)
+}
+
+fn fenced(rows: u64, lease: &Lease) -> Result<(), QueueError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(QueueError::LeaseLost(lease.job_id))
+    }
+}
+
+fn split(leases: &[Lease]) -> (Vec<i64>, Vec<Uuid>) {
+    leases.iter().map(|l| (l.job_id.0, l.token)).unzip()
+}
+
+fn lost(leases: &[Lease], kept: &[i64]) -> Vec<Lease> {
+    if kept.len() == leases.len() {
+        return Vec::new();
+    }
+    let kept: std::collections::HashSet<i64> = kept.iter().copied().collect();
+    leases
+        .iter()
+        .filter(|l| !kept.contains(&l.job_id.0))
+        .copied()
+        .collect()
+}
+
+pub(super) fn truncate(error: &str) -> &str {
+    match error.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((cut, _)) => &error[..cut],
+        None => error,
+    }
+}

@@ -1,0 +1,69 @@
+//! Which job kinds this process runs, with what handler and how many at once.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::job::{Job, JobError, Outcome};
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A handler, type-erased so that one registry holds every kind.
+pub(crate) type HandlerFn = dyn Fn(Job) -> BoxFuture<Result<Outcome, JobError>> + Send + Sync;
+
+/// One job kind's handler and limits.
+#[derive(Clone)]
+pub(crate) struct KindConfig {
+    pub handler: Arc<HandlerFn>,
+    /// At most this many jobs of the kind run at once in this process.
+    pub concurrency: usize,
+}
+
+/// The handlers of a worker process, keyed by job kind.
+#[derive(Clone, Default)]
+pub struct Registry {
+    pub(crate) kinds: BTreeMap<String, KindConfig>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `handler` for jobs of `kind`, at most `concurrency` at once (at least one).
+    pub fn register<F, Fut>(&mut self, kind: &str, concurrency: usize, handler: F) -> &mut Self
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Outcome, JobError>> + Send + 'static,
+    {
+        let handler: Arc<HandlerFn> = Arc::new(move |job| Box::pin(handler(job)));
+        self.kinds.insert(
+            kind.to_owned(),
+            KindConfig {
+                handler,
+                concurrency: concurrency.max(1),
+            },
+        );
+        self
+    }
+
+    /// Whether `kind` has a handler here.
+    pub fn handles(&self, kind: &str) -> bool {
+        self.kinds.contains_key(kind)
+    }
+
+    /// The registered kinds.
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.kinds.keys().map(String::as_str)
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.kinds.iter().map(|(k, c)| (k, c.concurrency)))
+            .finish()
+    }
+}
