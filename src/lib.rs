@@ -11,7 +11,8 @@
 //! | [`queue`] | the job queue in PostgreSQL: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
-//! | [`embed`] | text → vectors: providers behind one trait, the shared rate limiter, in-call retries |
+//! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
+//! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
 //! | [`http`] | the axum API, health, and the static page |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
@@ -37,4 +38,5 @@ pub mod extract;
 pub mod http;
 pub mod maintenance;
 pub mod queue;
+pub mod testkit;
 pub mod worker;

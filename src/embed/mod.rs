@@ -1,1 +1,145 @@
-//! embed
+//! Text → vectors.
+//!
+//! [`Embedder`] is a closed enum of providers rather than a trait object: the set is known, a
+//! `match` shows every provider's behaviour side by side, and adding one (the local in-process
+//! model comes next) is one variant plus one arm per method.
+//!
+//! | part | role |
+//! | --- | --- |
+//! | [`hash`] | deterministic feature hashing, for tests and machines without a model |
+//! | [`openai`] | any OpenAI-compatible `/embeddings` endpoint, batched, retried in-call |
+//! | [`limiter`] | the one per-process requests/tokens limiter, held inside the HTTP provider |
+//! | [`error`] | [`EmbedError`] and the single status → strategy classification |
+//! | [`secret`] | the API key wrapper that never prints itself |
+//!
+//! Token counts are *estimates* ([`estimate_tokens`]), used for batching and the tokens-per-minute
+//! limit; no tokenizer is loaded.
+
+pub mod error;
+pub mod hash;
+pub mod limiter;
+pub mod openai;
+pub mod secret;
+
+pub use error::EmbedError;
+pub use hash::HashEmbedder;
+pub use limiter::{Limiter, RateLimits};
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
+pub use secret::Secret;
+
+use std::sync::Arc;
+
+/// An embedding provider. Cloning is cheap; clones share the HTTP client and the limiter.
+#[derive(Debug, Clone)]
+pub enum Embedder {
+    /// Feature hashing: lexical, deterministic, offline.
+    Hash(HashEmbedder),
+    /// An OpenAI-compatible HTTP endpoint.
+    OpenAi(OpenAiEmbedder),
+}
+
+impl Embedder {
+    /// Provider, model and dimensions, e.g. `hash:v1:384` or `openai:text-embedding-3-small:1536`.
+    /// Anything that changes the vectors must change this string.
+    pub fn model_id(&self) -> String {
+        match self {
+            Self::Hash(h) => format!("hash:v1:{}", h.dims()),
+            Self::OpenAi(o) => o.model_id(),
+        }
+    }
+
+    /// Length of every vector this embedder returns.
+    pub fn dims(&self) -> usize {
+        match self {
+            Self::Hash(h) => h.dims(),
+            Self::OpenAi(o) => o.dims(),
+        }
+    }
+
+    /// How many texts a caller should hand to one [`Embedder::embed`] call at most. Larger calls
+    /// still work (the HTTP provider splits them), but a caller checkpointing per call should use
+    /// this size.
+    pub fn max_batch(&self) -> usize {
+        match self {
+            Self::Hash(_) => 256,
+            Self::OpenAi(o) => o.max_batch(),
+        }
+    }
+
+    /// A short label for metrics and logs: `hash` or `openai`.
+    pub fn provider_label(&self) -> &'static str {
+        match self {
+            Self::Hash(_) => "hash",
+            Self::OpenAi(_) => "openai",
+        }
+    }
+
+    /// Whether nearness means similar meaning (false for hashing, which only sees spellings).
+    pub fn is_semantic(&self) -> bool {
+        match self {
+            Self::Hash(_) => false,
+            Self::OpenAi(_) => true,
+        }
+    }
+
+    /// The shared rate limiter, for providers that have one (for metrics such as time waited).
+    pub fn limiter(&self) -> Option<&Arc<Limiter>> {
+        match self {
+            Self::Hash(_) => None,
+            Self::OpenAi(o) => Some(o.limiter()),
+        }
+    }
+
+    /// Embeds `texts`, returning one vector of [`Embedder::dims`] values per text, in order.
+    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        match self {
+            Self::Hash(h) => Ok(h.embed_all(texts)),
+            Self::OpenAi(o) => o.embed(texts).await,
+        }
+    }
+}
+
+/// Estimated token count of `text`, for batching and tokens-per-minute limits.
+///
+/// BPE tokenizers give English about four bytes per token, while CJK and other non-ASCII scripts
+/// cost about one token per character or more; so this counts ASCII bytes / 4 (rounded up) plus
+/// one per non-ASCII character, at least 1. It errs high on accented Latin text and low on long
+/// digit runs; limits should keep some headroom.
+pub fn estimate_tokens(text: &str) -> u32 {
+    let (ascii, other) = text.chars().fold((0u32, 0u32), |(a, o), c| {
+        if c.is_ascii() {
+            (a.saturating_add(1), o)
+        } else {
+            (a, o.saturating_add(1))
+        }
+    });
+    ascii.div_ceil(4).saturating_add(other).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_estimate_counts_ascii_by_fours_and_other_characters_singly() {
+        assert_eq!(estimate_tokens(""), 1);
+        assert_eq!(estimate_tokens("abcd"), 1);
+        assert_eq!(estimate_tokens("abcde"), 2);
+        assert_eq!(estimate_tokens("東京"), 2);
+        assert_eq!(estimate_tokens("ab東京"), 3);
+    }
+
+    #[tokio::test]
+    async fn hash_embedder_returns_one_vector_per_text_in_order() {
+        let embedder = Embedder::Hash(HashEmbedder::new(16));
+        let texts = vec!["alpha".to_owned(), "beta".to_owned()];
+        let vectors = embedder.embed(&texts).await.expect("hashing cannot fail");
+        let hash = HashEmbedder::new(16);
+        assert_eq!(
+            vectors,
+            vec![hash.embed_one("alpha"), hash.embed_one("beta")]
+        );
+        assert_eq!(embedder.model_id(), "hash:v1:16");
+        assert!(!embedder.is_semantic());
+    }
+}
