@@ -35,13 +35,33 @@ struct ClaimRow {
     run_at: DateTime<Utc>,
 }
 
+/// The claim statement. Parameters: `$1` kind, `$2` how many, `$3` lease in milliseconds,
+/// `$4` worker id. Public so tests and benchmarks can EXPLAIN exactly what runs.
+///
+/// The ids are picked in a subquery under `for update skip locked` and updated by
+/// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx` even
+/// under a generic plan, where a CTE or join with `limit $2` was measured to fall back to
+/// scanning the whole table.
+pub const CLAIM_SQL: &str = "update jobs
+    set status = 'running',
+        attempts = attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+        leased_by = $4,
+        updated_at = now()
+    where id = any(array(
+        select id
+        from jobs
+        where status = 'ready'
+          and kind = $1
+          and run_at <= now()
+        order by run_at, id
+        limit $2
+        for update skip locked))
+    returning id, kind, payload, attempts, max_attempts, lease_token, lease_until, run_at";
+
 impl Queue {
-    /// Claims up to `limit` due `ready` jobs of `kind` for `worker`.
-    ///
-    /// The ids are picked in a subquery under `for update skip locked` and updated by
-    /// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx`
-    /// even under a generic plan, where a CTE or join with `limit $2` was measured to fall back
-    /// to scanning the whole table.
+    /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]).
     pub async fn claim(
         &self,
         kind: &str,
@@ -52,31 +72,13 @@ impl Queue {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<ClaimRow> = sqlx::query_as(
-            "update jobs
-             set status = 'running',
-                 attempts = attempts + 1,
-                 lease_token = gen_random_uuid(),
-                 lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-                 leased_by = $4,
-                 updated_at = now()
-             where id = any(array(
-                 select id
-                 from jobs
-                 where status = 'ready'
-                   and kind = $1
-                   and run_at <= now()
-                 order by run_at, id
-                 limit $2
-                 for update skip locked))
-             returning id, kind, payload, attempts, max_attempts, lease_token, lease_until, run_at",
-        )
-        .bind(kind)
-        .bind(limit)
-        .bind(self.lease_millis())
-        .bind(worker)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM_SQL)
+            .bind(kind)
+            .bind(limit)
+            .bind(self.lease_millis())
+            .bind(worker)
+            .fetch_all(&self.pool)
+            .await?;
 
         Ok(rows
             .into_iter()
@@ -155,7 +157,8 @@ impl Queue {
 
     /// Records a transient failure and schedules the job again after `delay` (or moves it to
     /// `dead` when this was its last attempt). With `spend_attempt` false the attempt is given
-    /// back: being rate limited is waiting, not failing. Returns the job's new status.
+    /// back and the error history is left alone: being rate limited is waiting, not failing
+    /// (`last_error` still says why the job waits). Returns the job's new status.
     pub async fn retry(
         &self,
         lease: &Lease,
@@ -171,7 +174,7 @@ impl Queue {
                  lease_token = null,
                  lease_until = null,
                  last_error = $4,
-                 errors = jobs_push_error(errors, attempts, $4),
+                 errors = case when $5 then jobs_push_error(errors, attempts, $4) else errors end,
                  finished_at = case when $5 and attempts >= max_attempts then now() end,
                  updated_at = now()
              where id = $1

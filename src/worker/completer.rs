@@ -8,20 +8,23 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Shared;
+use super::executor::Ack;
 use crate::queue::Lease;
 
 /// The most leases one statement acknowledges.
 const MAX_BATCH: usize = 1000;
 
 /// Runs until every sender is gone and the channel is drained.
-pub(crate) async fn run(shared: Arc<Shared>, mut acks: UnboundedReceiver<Lease>) {
+pub(crate) async fn run(shared: Arc<Shared>, mut acks: UnboundedReceiver<Ack>) {
     let mut batch: Vec<Lease> = Vec::with_capacity(MAX_BATCH);
+    let mut slots = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = acks.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match acks.try_recv() {
-                Ok(lease) => batch.push(lease),
-                Err(_) => break,
+        let mut next = Some(first);
+        while let Some(ack) = next.take() {
+            batch.push(ack.lease);
+            slots.push(ack.slot);
+            if batch.len() < MAX_BATCH {
+                next = acks.try_recv().ok();
             }
         }
         let mut wait = Duration::from_millis(50);
@@ -43,5 +46,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut acks: UnboundedReceiver<Lease>)
             }
         }
         batch.clear();
+        // The jobs are settled: their slots may take new work.
+        slots.clear();
     }
 }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
@@ -13,19 +14,29 @@ use super::job::{Job, JobError, Outcome};
 use super::registry::HandlerFn;
 use crate::queue::{ClaimedJob, JobStatus, Lease, QueueError};
 
+/// A finished job waiting for its completion to be written, with the slot it occupies: the
+/// slot frees only once the job is settled in the database, so a kind never has more jobs
+/// `running` than its concurrency.
+pub(crate) struct Ack {
+    pub lease: Lease,
+    pub slot: Option<OwnedSemaphorePermit>,
+}
+
 /// Where successful completions go: one statement per job, or the batching completer.
 #[derive(Clone)]
 pub(crate) enum Acker {
     Direct,
-    Batched(tokio::sync::mpsc::UnboundedSender<Lease>),
+    Batched(tokio::sync::mpsc::UnboundedSender<Ack>),
 }
 
-/// Runs `claimed` with `handler` and records the outcome.
+/// Runs `claimed` with `handler` and records the outcome; `slot` is released once the outcome
+/// is written.
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     handler: Arc<HandlerFn>,
     claimed: ClaimedJob,
     acker: Acker,
+    slot: Option<OwnedSemaphorePermit>,
 ) {
     let lease = claimed.lease;
     let job = Job {
@@ -66,8 +77,8 @@ pub(crate) async fn execute(
     let recorded = match outcome {
         Ok(Outcome::Complete) => match &acker {
             // The completer outlives every executor; should it be gone, complete directly.
-            Acker::Batched(completer) => match completer.send(lease) {
-                Ok(()) => Ok(()),
+            Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
+                Ok(()) => return,
                 Err(_) => shared.queue.complete(&lease).await,
             },
             Acker::Direct => shared.queue.complete(&lease).await,

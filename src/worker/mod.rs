@@ -200,6 +200,7 @@ impl Worker {
                         config.handler.clone(),
                         job,
                         Acker::Direct,
+                        None,
                     )
                 });
                 futures::future::join_all(runs).await;

@@ -71,10 +71,8 @@ impl Producer {
                 let shared = self.shared.clone();
                 let handler = self.config.handler.clone();
                 let acker = self.acker.clone();
-                self.tasks.spawn(async move {
-                    execute(shared, handler, job, acker).await;
-                    drop(permit);
-                });
+                self.tasks
+                    .spawn(execute(shared, handler, job, acker, Some(permit)));
             }
             drop(permits);
             if got == wanted {
