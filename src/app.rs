@@ -10,7 +10,8 @@ use anyhow::Context;
 use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DatabaseConfig, ServeConfig, WorkerConfigArgs, WorkerSettings};
+use crate::config::{DatabaseConfig, PipelineSettings, ServeConfig, WorkerConfigArgs, WorkerSettings};
+use crate::pipeline::{Pipeline, PipelineConcurrency};
 use crate::http::{self, AppState};
 use crate::queue::Queue;
 use crate::worker::{JobError, Outcome, Registry, Worker};
@@ -47,9 +48,33 @@ pub mod builtin {
     pub const SLEEP: &str = "sleep";
 }
 
-/// The handlers this build runs, each with the configured concurrency.
-pub fn registry(settings: &WorkerSettings) -> Registry {
+/// Builds the pipeline from its settings and registers its model version.
+pub async fn pipeline(
+    pool: &sqlx::PgPool,
+    settings: &PipelineSettings,
+) -> anyhow::Result<Arc<Pipeline>> {
+    let pipeline = Pipeline::new(
+        pool.clone(),
+        settings.embedder()?,
+        settings.chunking(),
+        settings.pdf_limits()?,
+    );
+    pipeline
+        .prepare()
+        .await
+        .context("registering the embedding model version")?;
+    tracing::info!(model_version = %pipeline.model.model_version, "embedding model version");
+    Ok(Arc::new(pipeline))
+}
+
+/// The handlers this build runs: the pipeline's and the built-in ones.
+pub fn registry(
+    settings: &WorkerSettings,
+    pipeline: &Arc<Pipeline>,
+    concurrency: PipelineConcurrency,
+) -> Registry {
     let mut registry = Registry::new();
+    pipeline.register(&mut registry, concurrency);
     registry.register(builtin::NOOP, settings.concurrency, |_job| async {
         Ok(Outcome::Complete)
     });
@@ -74,6 +99,7 @@ pub fn registry(settings: &WorkerSettings) -> Registry {
 pub struct App {
     listener: tokio::net::TcpListener,
     state: AppState,
+    registry: Registry,
     settings: WorkerSettings,
     run_workers: bool,
 }
@@ -85,7 +111,8 @@ impl App {
         let pool = connect(&config.database).await?;
         migrate(&pool).await?;
         let queue = Queue::new(pool.clone(), config.worker.lease());
-        let registry = registry(&config.worker);
+        let pipeline = pipeline(&pool, &config.pipeline).await?;
+        let registry = registry(&config.worker, &pipeline, config.pipeline.concurrency());
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .with_context(|| format!("binding {}", config.bind))?;
@@ -97,10 +124,12 @@ impl App {
                 .api_token
                 .filter(|t| !t.is_empty())
                 .map(|t| Arc::from(t.as_str())),
+            max_upload_bytes: config.max_upload_bytes,
         };
         Ok(App {
             listener,
             state,
+            registry,
             settings: config.worker,
             run_workers: !config.no_workers,
         })
@@ -125,7 +154,7 @@ impl App {
         ));
         let background = self
             .run_workers
-            .then(|| spawn_background(&self.state.queue, &self.settings, stop.clone()));
+            .then(|| spawn_background(&self.state.queue, self.registry, &self.settings, stop.clone()));
         tracing::info!("docket is serving");
         shutdown.await;
         stop.cancel();
@@ -148,9 +177,11 @@ pub async fn run_worker(
     config.validate()?;
     let pool = connect(&config.database).await?;
     migrate(&pool).await?;
+    let pipeline = pipeline(&pool, &config.pipeline).await?;
+    let registry = registry(&config.worker, &pipeline, config.pipeline.concurrency());
     let queue = Queue::new(pool, config.worker.lease());
     let stop = CancellationToken::new();
-    let background = spawn_background(&queue, &config.worker, stop.clone());
+    let background = spawn_background(&queue, registry, &config.worker, stop.clone());
     shutdown.await;
     stop.cancel();
     background.await;
@@ -161,10 +192,11 @@ pub async fn run_worker(
 /// stopped after `stop`.
 fn spawn_background(
     queue: &Queue,
+    registry: Registry,
     settings: &WorkerSettings,
     stop: CancellationToken,
 ) -> impl std::future::Future<Output = ()> + use<> {
-    let worker = Worker::new(queue.clone(), registry(settings), settings.worker_config());
+    let worker = Worker::new(queue.clone(), registry, settings.worker_config());
     let worker = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
     let maintenance = tokio::spawn(crate::maintenance::run(
         queue.clone(),

@@ -114,12 +114,16 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub worker: WorkerSettings,
+
+    #[command(flatten)]
+    pub pipeline: PipelineSettings,
 }
 
 impl ServeConfig {
     /// Checks the settings together; the message says what to change.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.worker.validate()?;
+        self.pipeline.validate()?;
         let token = self.api_token.as_deref().unwrap_or("");
         if !self.bind.ip().is_loopback() && token.is_empty() {
             return Err(ConfigError(format!(
@@ -144,11 +148,15 @@ pub struct WorkerConfigArgs {
 
     #[command(flatten)]
     pub worker: WorkerSettings,
+
+    #[command(flatten)]
+    pub pipeline: PipelineSettings,
 }
 
 impl WorkerConfigArgs {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.worker.validate()
+        self.worker.validate()?;
+        self.pipeline.validate()
     }
 }
 
@@ -156,3 +164,128 @@ impl WorkerConfigArgs {
 #[derive(Debug, thiserror::Error)]
 #[error("configuration: {0}")]
 pub struct ConfigError(pub String);
+
+/// Which embedding provider produces the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmbedderKind {
+    /// Feature hashing: lexical, deterministic, offline; not semantic.
+    Hash,
+    /// Any OpenAI-compatible `/embeddings` endpoint.
+    Openai,
+}
+
+/// The pipeline: extraction limits, chunking, and the embedding provider with its rate limits.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineSettings {
+    /// Embedding provider.
+    #[arg(long, env = "DOCKET_EMBEDDER", value_enum, default_value = "hash")]
+    pub embedder: EmbedderKind,
+
+    /// Dimensions of the hashing embedder.
+    #[arg(long, env = "DOCKET_HASH_DIMS", default_value_t = 384)]
+    pub hash_dims: usize,
+
+    /// Base URL of the OpenAI-compatible API (…/v1).
+    #[arg(long, env = "DOCKET_OPENAI_BASE_URL", default_value = "https://api.openai.com/v1")]
+    pub openai_base_url: String,
+
+    /// API key of the OpenAI-compatible API; never logged.
+    #[arg(long, env = "DOCKET_OPENAI_API_KEY", hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+
+    /// Embedding model name at that API.
+    #[arg(long, env = "DOCKET_OPENAI_MODEL", default_value = "text-embedding-3-small")]
+    pub openai_model: String,
+
+    /// Ask the API for vectors of this many dimensions (models that support shortening).
+    #[arg(long, env = "DOCKET_OPENAI_DIMENSIONS")]
+    pub openai_dimensions: Option<u32>,
+
+    /// Embedding requests per minute, shared by every worker of this process.
+    #[arg(long, env = "DOCKET_RPM")]
+    pub rpm: Option<std::num::NonZeroU32>,
+
+    /// Embedding tokens per minute, shared by every worker of this process.
+    #[arg(long, env = "DOCKET_TPM")]
+    pub tpm: Option<std::num::NonZeroU32>,
+
+    /// Target chunk size in tokens.
+    #[arg(long, env = "DOCKET_CHUNK_TOKENS", default_value_t = 200)]
+    pub chunk_tokens: usize,
+
+    /// Tokens repeated from the end of one chunk at the start of the next.
+    #[arg(long, env = "DOCKET_CHUNK_OVERLAP", default_value_t = 30)]
+    pub chunk_overlap: usize,
+
+    /// Wall-clock limit of one PDF extractor, in seconds.
+    #[arg(long, env = "DOCKET_EXTRACT_TIMEOUT_SECS", default_value_t = 60)]
+    pub extract_timeout_secs: u64,
+
+    /// Memory limit of one PDF extractor process, in MiB.
+    #[arg(long, env = "DOCKET_EXTRACT_MEMORY_MB", default_value_t = 1024)]
+    pub extract_memory_mb: u64,
+
+    /// Extract jobs running at once in this process.
+    #[arg(long, env = "DOCKET_EXTRACT_CONCURRENCY", default_value_t = 2)]
+    pub extract_concurrency: usize,
+
+    /// Embed jobs running at once in this process.
+    #[arg(long, env = "DOCKET_EMBED_CONCURRENCY", default_value_t = 4)]
+    pub embed_concurrency: usize,
+}
+
+impl PipelineSettings {
+    /// The configured embedder, with the process's one rate limiter inside it.
+    pub fn embedder(&self) -> Result<crate::embed::Embedder, ConfigError> {
+        use crate::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits, Secret};
+        match self.embedder {
+            EmbedderKind::Hash => Ok(Embedder::Hash(HashEmbedder::new(self.hash_dims))),
+            EmbedderKind::Openai => {
+                let mut config = OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());
+                config.api_key = self.openai_api_key.clone().filter(|k| !k.is_empty()).map(Secret::new);
+                config.dimensions = self.openai_dimensions;
+                let limiter = std::sync::Arc::new(Limiter::new(RateLimits {
+                    rpm: self.rpm,
+                    tpm: self.tpm,
+                }));
+                OpenAiEmbedder::new(config, limiter)
+                    .map(Embedder::OpenAi)
+                    .map_err(|err| ConfigError(format!("the OpenAI-compatible embedder: {err}")))
+            }
+        }
+    }
+
+    /// Chunking as configured.
+    pub fn chunking(&self) -> crate::pipeline::chunk::ChunkConfig {
+        crate::pipeline::chunk::ChunkConfig {
+            target_tokens: self.chunk_tokens,
+            overlap_tokens: self.chunk_overlap,
+        }
+    }
+
+    /// PDF extraction limits; the isolated extractor is this very binary.
+    pub fn pdf_limits(&self) -> Result<crate::extract::PdfLimits, ConfigError> {
+        let exe = std::env::current_exe()
+            .map_err(|err| ConfigError(format!("cannot find the docket binary for PDF isolation: {err}")))?;
+        let mut limits = crate::extract::PdfLimits::new(exe);
+        limits.timeout = Duration::from_secs(self.extract_timeout_secs.max(1));
+        limits.memory_bytes = self.extract_memory_mb.max(64) * 1024 * 1024;
+        Ok(limits)
+    }
+
+    pub fn concurrency(&self) -> crate::pipeline::PipelineConcurrency {
+        crate::pipeline::PipelineConcurrency {
+            extract: self.extract_concurrency.max(1),
+            embed: self.embed_concurrency.max(1),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.chunk_tokens < 16 || self.chunk_overlap >= self.chunk_tokens {
+            return Err(ConfigError(
+                "DOCKET_CHUNK_TOKENS must be at least 16 and larger than DOCKET_CHUNK_OVERLAP".into(),
+            ));
+        }
+        self.embedder().map(|_| ())
+    }
+}

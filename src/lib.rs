@@ -10,6 +10,9 @@
 //! | [`config`] | the only place that reads the environment; validated at start-up |
 //! | [`queue`] | the job queue in PostgreSQL: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
+//! | [`documents`] | document rows and their SQL; an upload, its bytes and its first job commit together |
+//! | [`pipeline`] | the job handlers: extract (bytes → chunks) and embed (chunks → vectors), each a checkpoint |
+//! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
@@ -33,10 +36,13 @@ pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod documents;
 pub mod embed;
 pub mod extract;
 pub mod http;
 pub mod maintenance;
+pub mod models;
+pub mod pipeline;
 pub mod queue;
 pub mod testkit;
 pub mod worker;

@@ -5,6 +5,7 @@
 //! when one is configured; health and the page stay open.
 
 mod auth;
+mod documents;
 pub mod error;
 mod health;
 pub mod input;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub job_kinds: Arc<Vec<String>>,
     /// When set, `/api` requires `Authorization: Bearer <token>`.
     pub api_token: Option<Arc<str>>,
+    /// Largest file accepted in an upload.
+    pub max_upload_bytes: u64,
 }
 
 /// JSON bodies (not uploads) are small: job payloads are references.
@@ -43,6 +46,16 @@ pub fn router(state: AppState) -> Router {
         .route("/jobs/{id}/retry", post(jobs::retry))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/queue/stats", get(jobs::stats))
+        .route(
+            "/documents",
+            get(documents::list)
+                .post(documents::upload)
+                // Uploads stream with a per-file limit of their own (DOCKET_MAX_UPLOAD_BYTES).
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/documents/{id}", get(documents::get).delete(documents::delete))
+        .route("/documents/{id}/file", get(documents::file))
+        .route("/documents/{id}/reprocess", post(documents::reprocess))
         .fallback(api_not_found)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(

@@ -1,0 +1,354 @@
+//! `/api/documents`: upload, list, look at, download, delete and reprocess documents.
+//!
+//! Uploads are streamed part by part: a file is buffered only up to the size limit, and the
+//! rest of an oversize file is read and dropped, so memory stays bounded by the limit. Each
+//! file gets its own result; one bad file does not spoil the others.
+
+use axum::body::Body;
+use axum::extract::{Multipart, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, database};
+use super::input::{Json, Path, Query};
+use crate::documents::{self, Document, DocumentId, DocumentStatus, NewDocument};
+use crate::extract::{self, ExtractError};
+
+/// The most files one upload request may carry.
+const MAX_FILES: usize = 100;
+
+/// One file's outcome in an upload (DESIGN.md section 8).
+#[derive(Debug, Serialize)]
+pub struct UploadResult {
+    filename: String,
+    document: Option<Document>,
+    duplicate: bool,
+    error: Option<Value>,
+    #[serde(skip)]
+    status: StatusCode,
+}
+
+impl UploadResult {
+    fn refused(filename: String, status: StatusCode, code: &str, message: String) -> Self {
+        UploadResult {
+            filename,
+            document: None,
+            duplicate: false,
+            error: Some(json!({ "code": code, "message": message })),
+            status,
+        }
+    }
+}
+
+/// `POST /api/documents`: multipart, field `file`, repeatable.
+pub async fn upload(
+    State(state): State<AppState>,
+    mut multipart: Multipart,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let limit = state.max_upload_bytes;
+    let mut results: Vec<UploadResult> = Vec::new();
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        if field.name() != Some("file") {
+            let name = field.name().unwrap_or("").to_owned();
+            return Err(ApiError::bad_request(
+                "unexpected_field",
+                format!("unexpected form field {name:?}: send files in fields named \"file\""),
+            ));
+        }
+        if results.len() == MAX_FILES {
+            return Err(ApiError::bad_request(
+                "too_many_files",
+                format!("at most {MAX_FILES} files per request"),
+            ));
+        }
+        let filename = field.file_name().unwrap_or("").to_owned();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut size: u64 = 0;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            size += chunk.len() as u64;
+            if size <= limit {
+                bytes.extend_from_slice(&chunk);
+            } else if !bytes.is_empty() {
+                // Over the limit: keep reading (the next part follows) but store nothing.
+                bytes = Vec::new();
+            }
+        }
+        let result = if size > limit {
+            UploadResult::refused(
+                filename,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "file_too_large",
+                format!("the file is larger than the limit of {limit} bytes"),
+            )
+        } else {
+            store(&state, filename, &bytes).await?
+        };
+        results.push(result);
+    }
+    if results.is_empty() {
+        return Err(ApiError::bad_request(
+            "no_file",
+            "the request has no file: send multipart/form-data with one or more \"file\" fields",
+        ));
+    }
+    let created = results.iter().any(|r| r.document.is_some() && !r.duplicate);
+    let all_failed = results.iter().all(|r| r.error.is_some());
+    let status = if created {
+        StatusCode::CREATED
+    } else if all_failed {
+        results[0].status
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(json!({ "results": results }))))
+}
+
+async fn store(state: &AppState, filename: String, bytes: &[u8]) -> Result<UploadResult, ApiError> {
+    if filename.is_empty() || filename.chars().count() > 1024 {
+        return Ok(UploadResult::refused(
+            filename,
+            StatusCode::BAD_REQUEST,
+            "invalid_filename",
+            "a file needs a name of 1 to 1024 characters".into(),
+        ));
+    }
+    let sniffed = match extract::sniff(bytes, &filename) {
+        Ok(sniffed) => sniffed,
+        Err(err) => {
+            let status = match err {
+                ExtractError::Empty => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            };
+            let message = match &err {
+                ExtractError::Unsupported { .. } => format!(
+                    "{err}; docket takes PDF, HTML, Markdown and plain text"
+                ),
+                _ => err.to_string(),
+            };
+            return Ok(UploadResult::refused(filename, status, err.code(), message));
+        }
+    };
+    let stored = documents::create_with_extract_job(
+        &state.pool,
+        &NewDocument {
+            filename: &filename,
+            content_type: sniffed.content_type,
+            bytes,
+        },
+    )
+    .await?;
+    Ok(UploadResult {
+        filename,
+        duplicate: stored.duplicate,
+        document: Some(stored.document),
+        error: None,
+        status: if stored.duplicate {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        },
+    })
+}
+
+fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
+    if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::TooLarge {
+            code: "body_too_large",
+            message: err.body_text(),
+        };
+    }
+    ApiError::bad_request("invalid_multipart", err.body_text())
+}
+
+/// Query of `GET /api/documents`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// `GET /api/documents`: newest first, `next` is the cursor of the following page.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(s) => Some(DocumentStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_status",
+                format!("unknown status {s:?}; expected uploaded, extracting, embedding, ready or failed"),
+            )
+        })?),
+    };
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request("invalid_limit", "limit must be between 1 and 500"));
+    }
+    let docs = documents::list(&state.pool, status, query.before, limit)
+        .await
+        .map_err(database)?;
+    let next = (docs.len() as i64 == limit).then(|| docs.last().map(|d| d.id)).flatten();
+    Ok(Json(json!({ "documents": docs, "next": next })))
+}
+
+/// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    let document = find(&state, DocumentId(id)).await?;
+    let chunk_count: i64 = sqlx::query_scalar("select count(*) from chunks where document_id = $1")
+        .bind(id)
+        .fetch_one(&state.pool)
+        .await
+        .map_err(database)?;
+    let sets: Vec<(String, i32, i64, Option<chrono::DateTime<chrono::Utc>>)> = sqlx::query_as(
+        "select s.model_version, s.chunk_count,
+                (select count(*) from embeddings e
+                 where e.document_id = s.document_id and e.model_version = s.model_version),
+                s.completed_at
+         from embedding_sets s
+         where s.document_id = $1
+         order by s.created_at",
+    )
+    .bind(id)
+    .fetch_all(&state.pool)
+    .await
+    .map_err(database)?;
+    let jobs: Vec<(i64, String, String, i32, i32, Option<String>, Value)> = sqlx::query_as(
+        "select id, kind, status, attempts, max_attempts, last_error, errors
+         from jobs
+         where payload ? 'document_id' and (payload ->> 'document_id')::bigint = $1
+         order by id",
+    )
+    .bind(id)
+    .fetch_all(&state.pool)
+    .await
+    .map_err(database)?;
+    let mut body = serde_json::to_value(&document).map_err(|e| ApiError::Internal(e.into()))?;
+    body["chunk_count"] = json!(chunk_count);
+    body["embedding_sets"] = sets
+        .into_iter()
+        .map(|(model_version, chunk_count, embedded, completed_at)| {
+            json!({ "model_version": model_version, "chunk_count": chunk_count,
+                    "embedded": embedded, "completed_at": completed_at })
+        })
+        .collect();
+    body["jobs"] = jobs
+        .into_iter()
+        .map(|(id, kind, status, attempts, max_attempts, last_error, errors)| {
+            json!({ "id": id, "kind": kind, "status": status, "attempts": attempts,
+                    "max_attempts": max_attempts, "last_error": last_error, "errors": errors })
+        })
+        .collect();
+    Ok(Json(body))
+}
+
+/// `GET /api/documents/{id}/file`: the original bytes, always as a download so that an
+/// uploaded HTML page never renders on our origin.
+pub async fn file(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    let document = find(&state, DocumentId(id)).await?;
+    let bytes = documents::bytes(&state.pool, DocumentId(id))
+        .await
+        .map_err(database)?
+        .ok_or_else(|| not_found(id))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, document.content_type.clone()),
+            (header::CONTENT_DISPOSITION, content_disposition(&document.filename)),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'".to_owned()),
+        ],
+        Body::from(bytes),
+    )
+        .into_response())
+}
+
+/// `attachment` with an ASCII fallback name and the exact name in RFC 5987 form.
+fn content_disposition(filename: &str) -> String {
+    let base = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
+    let ascii: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || ".-_ ".contains(c) { c } else { '_' })
+        .collect();
+    let mut encoded = String::new();
+    for byte in base.bytes() {
+        if byte.is_ascii_alphanumeric() || b".-_".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+/// `DELETE /api/documents/{id}`: the document, its bytes, chunks and vectors.
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    if documents::delete(&state.pool, DocumentId(id)).await.map_err(database)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found(id))
+    }
+}
+
+/// `POST /api/documents/{id}/reprocess`: extract and embed again from the original bytes.
+pub async fn reprocess(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<(StatusCode, Json<Document>), ApiError> {
+    let id = DocumentId(id);
+    let mut tx = state.pool.begin().await.map_err(database)?;
+    let updated = sqlx::query("update documents set status = 'uploaded', error = null where id = $1")
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await
+        .map_err(database)?
+        .rows_affected();
+    if updated == 0 {
+        return Err(not_found(id.0));
+    }
+    let reason = format!("reprocess-{}", uuid::Uuid::new_v4().simple());
+    documents::enqueue_extract(&mut tx, id, &reason).await?;
+    tx.commit().await.map_err(database)?;
+    Ok((StatusCode::ACCEPTED, Json(find(&state, id).await?)))
+}
+
+async fn find(state: &AppState, id: DocumentId) -> Result<Document, ApiError> {
+    documents::get(&state.pool, id)
+        .await
+        .map_err(database)?
+        .ok_or_else(|| not_found(id.0))
+}
+
+fn not_found(id: i64) -> ApiError {
+    ApiError::NotFound {
+        code: "document_not_found",
+        message: format!("document {id} not found"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::content_disposition;
+
+    #[test]
+    fn content_disposition_never_carries_a_path_or_quotes() {
+        let header = content_disposition("../../etc/\"passwd\"");
+        assert!(header.starts_with("attachment; filename=\"_passwd_\""), "{header}");
+        assert!(header.contains("filename*=UTF-8''%22passwd%22"), "{header}");
+        let korean = content_disposition("문서.pdf");
+        assert!(korean.contains("filename*=UTF-8''%EB%AC%B8%EC%84%9C.pdf"), "{korean}");
+    }
+}

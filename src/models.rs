@@ -1,0 +1,126 @@
+//! Model versions: which embedder, model, dimensions and chunking produced a set of vectors.
+//!
+//! A model version is registered once (a row in `embedding_models` and its own partial HNSW
+//! index over `embeddings`), and exactly one is active: the one search uses. Vectors of
+//! different versions never mix, because every query and index is filtered by the version.
+
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+
+use crate::embed::Embedder;
+use crate::pipeline::chunk::ChunkConfig;
+
+/// Everything that changes the vectors, and the name that stands for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct ModelVersion {
+    /// `<provider>:<model>:<dims>:c<chunk tokens>o<overlap>`, e.g. `hash:v1:384:c200o30`.
+    pub model_version: String,
+    pub provider: String,
+    pub model: String,
+    pub dims: i32,
+    pub chunk_tokens: i32,
+    pub chunk_overlap: i32,
+}
+
+impl ModelVersion {
+    /// The version that `embedder` with `chunking` produces.
+    pub fn of(embedder: &Embedder, chunking: &ChunkConfig) -> Self {
+        let model_id = embedder.model_id();
+        let provider = embedder.provider_label().to_owned();
+        // model_id is provider:model:dims; the model is what lies between.
+        let model = model_id
+            .strip_prefix(&format!("{provider}:"))
+            .and_then(|rest| rest.rsplit_once(':').map(|(model, _)| model.to_owned()))
+            .unwrap_or_else(|| model_id.clone());
+        ModelVersion {
+            model_version: format!(
+                "{model_id}:c{}o{}",
+                chunking.target_tokens, chunking.overlap_tokens
+            ),
+            provider,
+            model,
+            dims: i32::try_from(embedder.dims()).unwrap_or(i32::MAX),
+            chunk_tokens: i32::try_from(chunking.target_tokens).unwrap_or(i32::MAX),
+            chunk_overlap: i32::try_from(chunking.overlap_tokens).unwrap_or(i32::MAX),
+        }
+    }
+
+    /// The name of this version's HNSW index: stable, short, and a valid identifier whatever
+    /// characters the version holds.
+    pub fn index_name(&self) -> String {
+        let digest = Sha256::digest(self.model_version.as_bytes());
+        format!("embeddings_hnsw_{}", &hex::encode(digest)[..16])
+    }
+}
+
+/// Registers `version` (idempotent) and builds its HNSW index if missing.
+pub async fn register(pool: &PgPool, version: &ModelVersion) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "insert into embedding_models
+             (model_version, provider, model, dims, chunk_tokens, chunk_overlap)
+         values ($1, $2, $3, $4, $5, $6)
+         on conflict (model_version) do nothing",
+    )
+    .bind(&version.model_version)
+    .bind(&version.provider)
+    .bind(&version.model)
+    .bind(version.dims)
+    .bind(version.chunk_tokens)
+    .bind(version.chunk_overlap)
+    .execute(pool)
+    .await?;
+
+    let mut conn = pool.acquire().await?;
+    // pgvector before 0.8.2 can overflow when building HNSW in parallel: build serially.
+    sqlx::query("set max_parallel_maintenance_workers = 0")
+        .execute(&mut *conn)
+        .await?;
+    // DDL takes no bind parameters; PostgreSQL's own format() quotes the identifier (%I) and
+    // the literal (%L), so the statement is safe whatever the version's characters.
+    let ddl: String = sqlx::query_scalar(
+        "select format(
+             'create index if not exists %I on embeddings
+              using hnsw ((embedding::vector(%s)) vector_cosine_ops)
+              where model_version = %L',
+             $1::text, $2::int, $3::text)",
+    )
+    .bind(version.index_name())
+    .bind(version.dims)
+    .bind(&version.model_version)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(ddl))
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("reset max_parallel_maintenance_workers")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Makes `model_version` the one search uses.
+pub async fn activate(pool: &PgPool, model_version: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("update embedding_models set active = false where active and model_version <> $1")
+        .bind(model_version)
+        .execute(&mut *tx)
+        .await?;
+    let found = sqlx::query("update embedding_models set active = true where model_version = $1")
+        .bind(model_version)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(found == 1)
+}
+
+/// The active version, if any.
+pub async fn active(pool: &PgPool) -> Result<Option<ModelVersion>, sqlx::Error> {
+    sqlx::query_as(
+        "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
+         from embedding_models
+         where active",
+    )
+    .fetch_optional(pool)
+    .await
+}

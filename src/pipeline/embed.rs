@@ -1,0 +1,154 @@
+//! The embed step: a document's chunks become vectors under one model version.
+//!
+//! Resumable: each batch of vectors is upserted as soon as the provider returns it, and a
+//! (re)started job embeds only the chunks that have no vector yet under this version. The set
+//! row, the document's `ready` status and this job's completion commit together at the end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgvector::Vector;
+use serde::Deserialize;
+
+use super::Pipeline;
+use crate::documents::{self, DocumentId};
+use crate::embed::EmbedError;
+use crate::queue;
+use crate::worker::{Job, JobError, Outcome, ResultExt};
+
+#[derive(Deserialize)]
+struct Payload {
+    document_id: DocumentId,
+    model_version: String,
+}
+
+/// How long to wait when a provider says "slow down" without saying for how long.
+const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(20);
+
+pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
+    let Payload {
+        document_id,
+        model_version,
+    } = job.payload()?;
+    let pool = &pipeline.pool;
+    if model_version != pipeline.model.model_version {
+        let message = format!(
+            "this job asks for model version {model_version}, but this worker embeds with {}",
+            pipeline.model.model_version
+        );
+        documents::set_failed(pool, document_id, "model_version_mismatch", &message)
+            .await
+            .retryable()?;
+        return Err(JobError::Fatal(anyhow::anyhow!(message)));
+    }
+
+    let missing: Vec<(i32, String)> = sqlx::query_as(
+        "select c.chunk_index, c.text
+         from chunks c
+         where c.document_id = $1
+           and not exists (
+               select 1 from embeddings e
+               where e.document_id = c.document_id
+                 and e.model_version = $2
+                 and e.chunk_index = c.chunk_index)
+         order by c.chunk_index",
+    )
+    .bind(document_id.0)
+    .bind(&model_version)
+    .fetch_all(pool)
+    .await
+    .retryable()?;
+
+    for batch in missing.chunks(pipeline.embedder.max_batch().max(1)) {
+        let texts: Vec<String> = batch.iter().map(|(_, text)| text.clone()).collect();
+        let vectors = match pipeline.embedder.embed(&texts).await {
+            Ok(vectors) => vectors,
+            Err(err) => return Err(embedding_failed(&pipeline, document_id, err).await),
+        };
+        let indexes: Vec<i32> = batch.iter().map(|(index, _)| *index).collect();
+        let vectors: Vec<Vector> = vectors.into_iter().map(Vector::from).collect();
+        // A checkpoint per batch: a crash after this point does not pay for these again.
+        sqlx::query(
+            "insert into embeddings (document_id, model_version, chunk_index, embedding)
+             select $1, $2, * from unnest($3::int[], $4::vector[])
+             on conflict (document_id, model_version, chunk_index)
+             do update set embedding = excluded.embedding",
+        )
+        .bind(document_id.0)
+        .bind(&model_version)
+        .bind(&indexes)
+        .bind(&vectors)
+        .execute(pool)
+        .await
+        .retryable()?;
+    }
+
+    let mut tx = pool.begin().await.retryable()?;
+    let counts: Option<(i64, i64)> = sqlx::query_as(
+        "select
+             (select count(*) from chunks where document_id = $1),
+             (select count(*) from embeddings where document_id = $1 and model_version = $2)
+         from documents
+         where id = $1",
+    )
+    .bind(document_id.0)
+    .bind(&model_version)
+    .fetch_optional(&mut *tx)
+    .await
+    .retryable()?;
+    let Some((chunks, embedded)) = counts else {
+        // The document was deleted meanwhile.
+        return Ok(Outcome::Complete);
+    };
+    if chunks != embedded {
+        // The chunks changed under us (a reprocess); this job's view is stale, try again.
+        return Err(JobError::Retry {
+            error: anyhow::anyhow!("{embedded} of {chunks} chunks have vectors; the chunks changed while embedding"),
+            after: Some(Duration::from_secs(1)),
+        });
+    }
+    sqlx::query(
+        "insert into embedding_sets (document_id, model_version, chunk_count, completed_at)
+         values ($1, $2, $3, now())
+         on conflict (document_id, model_version)
+         do update set chunk_count = excluded.chunk_count, completed_at = excluded.completed_at",
+    )
+    .bind(document_id.0)
+    .bind(&model_version)
+    .bind(i32::try_from(chunks).unwrap_or(i32::MAX))
+    .execute(&mut *tx)
+    .await
+    .retryable()?;
+    sqlx::query("update documents set status = 'ready', error = null where id = $1")
+        .bind(document_id.0)
+        .execute(&mut *tx)
+        .await
+        .retryable()?;
+    queue::complete_in(&mut tx, &job.lease).await.retryable()?;
+    tx.commit().await.retryable()?;
+    tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), %model_version, "embedded");
+    Ok(Outcome::CompletedInTransaction)
+}
+
+/// Maps a provider failure to the job's fate; permanent ones also fail the document.
+async fn embedding_failed(pipeline: &Pipeline, id: DocumentId, err: EmbedError) -> JobError {
+    if err.is_rate_limited() {
+        return JobError::RateLimited {
+            reason: err.to_string(),
+            after: err.retry_after().unwrap_or(DEFAULT_RATE_LIMIT_WAIT),
+        };
+    }
+    if !err.is_permanent() {
+        return JobError::Retry {
+            after: err.retry_after(),
+            error: anyhow::Error::new(err),
+        };
+    }
+    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await {
+        return JobError::Retry {
+            error: anyhow::Error::new(db).context("recording the embedding failure"),
+            after: None,
+        };
+    }
+    JobError::Fatal(anyhow::Error::new(err))
+}

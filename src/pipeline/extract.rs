@@ -1,0 +1,144 @@
+//! The extract step: a document's bytes become pages of text, then chunks; the chunks, the
+//! document's new status and the embed job commit together with this job's completion.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::Pipeline;
+use super::chunk::{ApproxTokens, Chunk, chunk_pages};
+use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB};
+use crate::extract::{self, ExtractError};
+use crate::queue::{self, NewJob};
+use crate::worker::{Job, JobError, Outcome, ResultExt};
+
+#[derive(Deserialize)]
+struct Payload {
+    document_id: DocumentId,
+}
+
+pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
+    let Payload { document_id } = job.payload()?;
+    let pool = &pipeline.pool;
+    let Some(document) = documents::get(pool, document_id).await.retryable()? else {
+        tracing::info!(document = %document_id, "document deleted before extraction; nothing to do");
+        return Ok(Outcome::Complete);
+    };
+    let Some(bytes) = documents::bytes(pool, document_id).await.retryable()? else {
+        return Ok(Outcome::Complete);
+    };
+    let mut conn = pool.acquire().await.retryable()?;
+    documents::set_status(&mut conn, document_id, DocumentStatus::Extracting)
+        .await
+        .retryable()?;
+    drop(conn);
+
+    let extracted = match extract::sniff(&bytes, &document.filename) {
+        Ok(sniffed) => extract::extract(&bytes, &sniffed, &pipeline.pdf).await,
+        Err(err) => Err(err),
+    };
+    let extracted = match extracted {
+        Ok(extracted) => extracted,
+        Err(err) => return Err(failed(&pipeline, document_id, &err).await),
+    };
+    drop(bytes);
+
+    let chunking = pipeline.chunking;
+    let pages = extracted.pages;
+    let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
+    let chunks = tokio::task::spawn_blocking(move || chunk_pages(&pages, &chunking, &ApproxTokens))
+        .await
+        .retryable()?;
+    if chunks.is_empty() {
+        return Err(failed(&pipeline, document_id, &ExtractError::NoText).await);
+    }
+
+    // The checkpoint: chunks, status, the next job and this job's completion, all or nothing.
+    let mut tx = pool.begin().await.retryable()?;
+    sqlx::query("delete from chunks where document_id = $1")
+        .bind(document_id.0)
+        .execute(&mut *tx)
+        .await
+        .retryable()?;
+    insert_chunks(&mut tx, document_id, &chunks).await.retryable()?;
+    let still_there = sqlx::query(
+        "update documents
+         set status = 'embedding', error = null, extractor = $2, page_count = $3
+         where id = $1",
+    )
+    .bind(document_id.0)
+    .bind(extracted.extractor.as_str())
+    .bind(page_count)
+    .execute(&mut *tx)
+    .await
+    .retryable()?
+    .rows_affected();
+    if still_there == 0 {
+        // Deleted while we extracted: the chunks' foreign key would have failed anyway.
+        return Ok(Outcome::Complete);
+    }
+    let model_version = &pipeline.model.model_version;
+    let embed = NewJob::new(
+        EMBED_JOB,
+        serde_json::json!({ "document_id": document_id, "model_version": model_version }),
+    )
+    .idempotency_key(format!("embed:{document_id}:{model_version}:{}", job.id));
+    queue::enqueue(&mut tx, &embed).await.retryable()?;
+    queue::complete_in(&mut tx, &job.lease).await.retryable()?;
+    tx.commit().await.retryable()?;
+    tracing::info!(
+        document = %document_id,
+        pages = page_count,
+        chunks = chunks.len(),
+        extractor = extracted.extractor.as_str(),
+        "extracted"
+    );
+    Ok(Outcome::CompletedInTransaction)
+}
+
+/// Records why extraction failed on the document, and says how the job should end.
+async fn failed(pipeline: &Pipeline, id: DocumentId, err: &ExtractError) -> JobError {
+    if !err.is_permanent() {
+        return JobError::Retry {
+            error: anyhow::anyhow!("{err}"),
+            after: None,
+        };
+    }
+    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await
+    {
+        return JobError::Retry {
+            error: anyhow::Error::new(db).context("recording the extraction failure"),
+            after: None,
+        };
+    }
+    tracing::info!(document = %id, reason = %err, "extraction failed");
+    JobError::Fatal(anyhow::anyhow!("{err}"))
+}
+
+async fn insert_chunks(
+    conn: &mut sqlx::PgConnection,
+    id: DocumentId,
+    chunks: &[Chunk],
+) -> Result<(), sqlx::Error> {
+    // One statement per thousand chunks keeps the arrays and the statement small.
+    for batch in chunks.chunks(1000) {
+        let indexes: Vec<i32> = batch.iter().map(|c| c.index).collect();
+        let pages: Vec<i32> = batch.iter().map(|c| c.page).collect();
+        let texts: Vec<&str> = batch.iter().map(|c| c.text.as_str()).collect();
+        let tokens: Vec<i32> = batch.iter().map(|c| c.token_count).collect();
+        let hashes: Vec<&[u8]> = batch.iter().map(|c| c.content_hash.as_slice()).collect();
+        sqlx::query(
+            "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash)
+             select $1, * from unnest($2::int[], $3::int[], $4::text[], $5::int[], $6::bytea[])",
+        )
+        .bind(id.0)
+        .bind(&indexes)
+        .bind(&pages)
+        .bind(&texts)
+        .bind(&tokens)
+        .bind(&hashes)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
