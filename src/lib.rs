@@ -11,6 +11,7 @@
 //! | [`queue`] | the job queue in PostgreSQL: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
+//! | [`pipeline`] | the job steps; for now chunking, pages of text → chunks to embed |
 //! | [`embed`] | text → vectors: providers behind one trait, the shared rate limiter, in-call retries |
 //! | [`http`] | the axum API, health, and the static page |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one [`config::Config`] |
@@ -32,5 +33,6 @@ pub mod config;
 pub mod embed;
 pub mod extract;
 pub mod http;
+pub mod pipeline;
 pub mod queue;
 pub mod worker;

@@ -1,0 +1,3 @@
+//! The pipeline's job steps and the pure pieces they share; for now, chunking.
+
+pub mod chunk;
