@@ -4,6 +4,8 @@
 //! decode (WHATWG maps it to the replacement encoding) but which old Korean mail and text
 //! archives still use. Also here: the test for "this decoded text is really binary junk".
 
+use std::borrow::Cow;
+
 use encoding_rs::{EUC_KR, Encoding, REPLACEMENT, UTF_8};
 
 /// The escape sequence that announces KS X 1001 in ISO-2022-KR (RFC 1557).
@@ -28,7 +30,10 @@ pub(crate) fn decode(bytes: &[u8], encoding: Option<&'static Encoding>) -> Strin
     if encoding == REPLACEMENT && Encoding::for_bom(bytes).is_none() {
         return decode_iso_2022_kr(bytes);
     }
-    let (text, _, _) = encoding.decode(bytes);
+    let (text, actual, _) = encoding.decode(bytes);
+    if actual == EUC_KR {
+        return compose_makeup_sequences(&text).into_owned();
+    }
     text.into_owned()
 }
 
@@ -58,6 +63,89 @@ fn decode_iso_2022_kr(bytes: &[u8]) -> String {
     }
     let (text, _) = EUC_KR.decode_without_bom_handling(&euc);
     text.into_owned()
+}
+
+/// The Hangul filler, which opens a KS X 1001:1998 Annex 3 make-up sequence and stands for an
+/// absent jamo inside one.
+const HANGUL_FILLER: char = '\u{3164}';
+/// Compatibility jamo usable as an initial consonant, in syllable-composition order.
+const INITIALS: &str = "ㄱㄲㄴㄷㄸㄹㅁㅂㅃㅅㅆㅇㅈㅉㅊㅋㅌㅍㅎ";
+/// Compatibility jamo usable as a final consonant, in syllable-composition order.
+const FINALS: &str = "ㄱㄲㄳㄴㄵㄶㄷㄹㄺㄻㄼㄽㄾㄿㅀㅁㅂㅄㅅㅆㅇㅈㅊㅋㅌㅍㅎ";
+
+/// The syllable spelled by initial, medial and final compatibility jamo (the final may be the
+/// filler, for none), if they form one.
+fn compose_syllable(initial: char, medial: char, last: char) -> Option<char> {
+    let l = INITIALS.chars().position(|c| c == initial)? as u32;
+    let v = u32::from(medial).checked_sub(0x314f).filter(|v| *v < 21)?;
+    let t = if last == HANGUL_FILLER {
+        0
+    } else {
+        FINALS.chars().position(|c| c == last)? as u32 + 1
+    };
+    char::from_u32(0xac00 + (l * 21 + v) * 28 + t)
+}
+
+/// EUC-KR (KS X 1001) can spell any of the 11,172 Hangul syllables, not only its 2,350
+/// precomposed ones, as "filler, initial, medial, final" (Annex 3); `encoding_rs` decodes the
+/// four jamo separately. This joins each valid sequence into its syllable.
+fn compose_makeup_sequences(text: &str) -> Cow<'_, str> {
+    if !text.contains(HANGUL_FILLER) {
+        return Cow::Borrowed(text);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let syllable = match chars.get(i..i + 4) {
+            Some(&[HANGUL_FILLER, l, v, t]) => compose_syllable(l, v, t),
+            _ => None,
+        };
+        if let Some(syllable) = syllable {
+            out.push(syllable);
+            i += 4;
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    Cow::Owned(out)
+}
+
+/// The bytes without EUC-KR make-up sequences, for the encoding detector: their run of
+/// row-4 bytes reads as kana to it and tips Korean text towards EUC-JP.
+pub(crate) fn without_makeup_sequences(bytes: &[u8]) -> Cow<'_, [u8]> {
+    // Row 4 of KS X 1001 maps in order onto U+3131..=U+3164 (jamo, then the filler).
+    let jamo =
+        |b: u8| char::from_u32(0x3131 + u32::from(b.checked_sub(0xa1)?)).filter(|_| b <= 0xd4);
+    let makeup_at = |i: usize| -> bool {
+        let Some(seq) = bytes.get(i..i + 8) else {
+            return false;
+        };
+        let row4 = seq.chunks(2).all(|pair| pair[0] == 0xa4);
+        row4 && seq[1] == 0xd4
+            && matches!(
+                (jamo(seq[3]), jamo(seq[5]), jamo(seq[7])),
+                (Some(l), Some(v), Some(t)) if compose_syllable(l, v, t).is_some()
+            )
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        if makeup_at(i) {
+            out.get_or_insert_with(|| bytes[..i].to_vec());
+            i += 8;
+            continue;
+        }
+        // Keep two-byte characters whole so a sequence is only seen at a character start.
+        let width = if bytes[i] >= 0x81 { 2 } else { 1 };
+        let end = (i + width).min(bytes.len());
+        if let Some(out) = out.as_mut() {
+            out.extend_from_slice(&bytes[i..end]);
+        }
+        i = end;
+    }
+    out.map_or(Cow::Borrowed(bytes), Cow::Owned)
 }
 
 /// Whether decoded text is binary junk rather than a document: any NUL, or more than about
@@ -124,6 +212,14 @@ mod tests {
         let bytes = b"\x1b$)C\nabc \x0e\x47\x51\x31\x39\x3e\x6e\x0f def\n";
         assert!(looks_like_iso_2022_kr(bytes));
         assert_eq!(decode(bytes, Some(REPLACEMENT)), "\nabc 한국어 def\n");
+    }
+
+    #[test]
+    fn euc_kr_makeup_sequences_become_syllables() {
+        // Filler, ㅆ, ㅠ, filler (no final) spells 쓔; then a precomposed 쓩 (BE B1).
+        let bytes = b"\xa4\xd4\xa4\xb6\xa4\xd0\xa4\xd4\xbe\xb1~";
+        assert_eq!(decode(bytes, Some(EUC_KR)), "쓔쓩~");
+        assert_eq!(&*without_makeup_sequences(bytes), b"\xbe\xb1~");
     }
 
     #[test]

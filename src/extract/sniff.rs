@@ -9,7 +9,7 @@
 
 use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
 
-use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr};
+use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr, without_makeup_sequences};
 use super::{DocKind, ExtractError, Sniffed, html};
 
 /// How many leading bytes are decoded to look for junk and HTML markers.
@@ -160,7 +160,10 @@ fn detect_encoding(bytes: &[u8]) -> &'static Encoding {
         return UTF_8;
     }
     let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Allow);
-    detector.feed(sample, sample.len() == bytes.len());
+    detector.feed(
+        &without_makeup_sequences(sample),
+        sample.len() == bytes.len(),
+    );
     detector.guess(None, chardetng::Utf8Detection::Allow)
 }
 

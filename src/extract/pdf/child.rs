@@ -29,6 +29,8 @@ pub(super) const ENV_EXEC_PDFTOTEXT: &str = "DOCKET_PDF_EXEC_PDFTOTEXT";
 pub(super) const ENV_INPUT: &str = "DOCKET_PDF_INPUT";
 /// Exit code when the child could not set itself up (limit, stdin, exec); not the PDF's fault.
 pub(super) const EXIT_SETUP_FAILED: u8 = 90;
+/// Exit code when the memory cap left no room to start the parser thread or `pdftotext`.
+pub(super) const EXIT_OUT_OF_MEMORY: u8 = 91;
 
 /// Used when the parent passes no limit, so the child is never unbounded.
 const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
@@ -81,7 +83,7 @@ pub fn run_child() -> ExitCode {
             .arg("-")
             .exec();
         eprintln!("docket pdf child: cannot run pdftotext: {err}");
-        return ExitCode::from(EXIT_SETUP_FAILED);
+        return ExitCode::from(exit_code_for(&err));
     }
 
     let mut bytes = Vec::new();
@@ -101,7 +103,7 @@ pub fn run_child() -> ExitCode {
         },
         Err(err) => {
             eprintln!("docket pdf child: cannot start the parser thread: {err}");
-            return ExitCode::from(EXIT_SETUP_FAILED);
+            return ExitCode::from(exit_code_for(&err));
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -114,6 +116,21 @@ pub fn run_child() -> ExitCode {
             eprintln!("docket pdf child: cannot write the report: {err}");
             ExitCode::from(EXIT_SETUP_FAILED)
         }
+    }
+}
+
+/// Under an address-space cap, failing to map a stack or a program means the cap is too small
+/// (`ENOMEM`, or `EAGAIN` from thread creation); anything else is a setup failure.
+fn exit_code_for(err: &std::io::Error) -> u8 {
+    // `ENOMEM` is `OutOfMemory`, `EAGAIN` is `WouldBlock`.
+    let out_of_memory = matches!(
+        err.kind(),
+        std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::WouldBlock
+    );
+    if out_of_memory {
+        EXIT_OUT_OF_MEMORY
+    } else {
+        EXIT_SETUP_FAILED
     }
 }
 

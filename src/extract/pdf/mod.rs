@@ -24,7 +24,9 @@ use std::time::Duration;
 use tokio::process::Command;
 
 pub use child::run_child;
-use child::{ChildReport, ENV_EXEC_PDFTOTEXT, ENV_INPUT, ENV_MEMORY, EXIT_SETUP_FAILED};
+use child::{
+    ChildReport, ENV_EXEC_PDFTOTEXT, ENV_INPUT, ENV_MEMORY, EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED,
+};
 use process::{Finished, Run};
 
 use super::decode::normalize;
@@ -43,7 +45,9 @@ pub struct PdfLimits {
     pub child_exe: PathBuf,
     /// Wall-clock limit for each extractor in the chain.
     pub timeout: Duration,
-    /// Address-space limit (RLIMIT_AS) for each extractor process.
+    /// Address-space limit (RLIMIT_AS) for each extractor process. It counts mappings, not
+    /// resident memory: keep it at 256 MiB or more (the parser thread alone reserves a 64 MiB
+    /// stack, and `pdftotext` maps its shared libraries).
     pub memory_bytes: u64,
     /// Poppler's `pdftotext`, a path or a name looked up on `PATH`.
     pub pdftotext: PathBuf,
@@ -247,13 +251,19 @@ fn crashed(finished: &Finished) -> Attempt {
     if finished.status.code() == Some(i32::from(EXIT_SETUP_FAILED)) {
         return Attempt::Internal(stderr.trim().to_owned());
     }
+    // Rust's allocation failure, C++'s bad_alloc, and the dynamic loader unable to map
+    // pdftotext's libraries under the cap.
     let out_of_memory = [
         "memory allocation of",
         "bad_alloc",
         "out of memory",
-        "Cannot allocate memory",
+        "cannot allocate memory",
+        "failed to map segment",
     ];
-    if out_of_memory.iter().any(|needle| stderr.contains(needle)) {
+    let lowered = stderr.to_lowercase();
+    if finished.status.code() == Some(i32::from(EXIT_OUT_OF_MEMORY))
+        || out_of_memory.iter().any(|needle| lowered.contains(needle))
+    {
         return Attempt::OutOfMemory;
     }
     if stderr.contains("overflowed its stack") {
