@@ -10,9 +10,11 @@ use anyhow::Context;
 use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DatabaseConfig, PipelineSettings, ServeConfig, WorkerConfigArgs, WorkerSettings};
-use crate::pipeline::{Pipeline, PipelineConcurrency};
+use crate::config::{
+    DatabaseConfig, PipelineSettings, ServeConfig, WorkerConfigArgs, WorkerSettings,
+};
 use crate::http::{self, AppState};
+use crate::pipeline::{Pipeline, PipelineConcurrency};
 use crate::queue::Queue;
 use crate::worker::{JobError, Outcome, Registry, Worker};
 
@@ -152,9 +154,14 @@ impl App {
             router,
             stop.clone().cancelled_owned(),
         ));
-        let background = self
-            .run_workers
-            .then(|| spawn_background(&self.state.queue, self.registry, &self.settings, stop.clone()));
+        let background = self.run_workers.then(|| {
+            spawn_background(
+                &self.state.queue,
+                self.registry,
+                &self.settings,
+                stop.clone(),
+            )
+        });
         tracing::info!("docket is serving");
         shutdown.await;
         stop.cancel();

@@ -186,7 +186,11 @@ pub struct PipelineSettings {
     pub hash_dims: usize,
 
     /// Base URL of the OpenAI-compatible API (…/v1).
-    #[arg(long, env = "DOCKET_OPENAI_BASE_URL", default_value = "https://api.openai.com/v1")]
+    #[arg(
+        long,
+        env = "DOCKET_OPENAI_BASE_URL",
+        default_value = "https://api.openai.com/v1"
+    )]
     pub openai_base_url: String,
 
     /// API key of the OpenAI-compatible API; never logged.
@@ -194,7 +198,11 @@ pub struct PipelineSettings {
     pub openai_api_key: Option<String>,
 
     /// Embedding model name at that API.
-    #[arg(long, env = "DOCKET_OPENAI_MODEL", default_value = "text-embedding-3-small")]
+    #[arg(
+        long,
+        env = "DOCKET_OPENAI_MODEL",
+        default_value = "text-embedding-3-small"
+    )]
     pub openai_model: String,
 
     /// Ask the API for vectors of this many dimensions (models that support shortening).
@@ -237,12 +245,19 @@ pub struct PipelineSettings {
 impl PipelineSettings {
     /// The configured embedder, with the process's one rate limiter inside it.
     pub fn embedder(&self) -> Result<crate::embed::Embedder, ConfigError> {
-        use crate::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits, Secret};
+        use crate::embed::{
+            Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits, Secret,
+        };
         match self.embedder {
             EmbedderKind::Hash => Ok(Embedder::Hash(HashEmbedder::new(self.hash_dims))),
             EmbedderKind::Openai => {
-                let mut config = OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());
-                config.api_key = self.openai_api_key.clone().filter(|k| !k.is_empty()).map(Secret::new);
+                let mut config =
+                    OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());
+                config.api_key = self
+                    .openai_api_key
+                    .clone()
+                    .filter(|k| !k.is_empty())
+                    .map(Secret::new);
                 config.dimensions = self.openai_dimensions;
                 let limiter = std::sync::Arc::new(Limiter::new(RateLimits {
                     rpm: self.rpm,
@@ -265,8 +280,11 @@ impl PipelineSettings {
 
     /// PDF extraction limits; the isolated extractor is this very binary.
     pub fn pdf_limits(&self) -> Result<crate::extract::PdfLimits, ConfigError> {
-        let exe = std::env::current_exe()
-            .map_err(|err| ConfigError(format!("cannot find the docket binary for PDF isolation: {err}")))?;
+        let exe = std::env::current_exe().map_err(|err| {
+            ConfigError(format!(
+                "cannot find the docket binary for PDF isolation: {err}"
+            ))
+        })?;
         let mut limits = crate::extract::PdfLimits::new(exe);
         limits.timeout = Duration::from_secs(self.extract_timeout_secs.max(1));
         limits.memory_bytes = self.extract_memory_mb.max(64) * 1024 * 1024;
@@ -283,7 +301,8 @@ impl PipelineSettings {
     fn validate(&self) -> Result<(), ConfigError> {
         if self.chunk_tokens < 16 || self.chunk_overlap >= self.chunk_tokens {
             return Err(ConfigError(
-                "DOCKET_CHUNK_TOKENS must be at least 16 and larger than DOCKET_CHUNK_OVERLAP".into(),
+                "DOCKET_CHUNK_TOKENS must be at least 16 and larger than DOCKET_CHUNK_OVERLAP"
+                    .into(),
             ));
         }
         self.embedder().map(|_| ())

@@ -19,7 +19,7 @@
 //! | [`http`] | the axum API, health, and the static page |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
-//! | [`app`] | wires HTTP, workers and maintenance loops from one [`config::Config`] |
+//! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
 //! | [`cli`] | the `docket` command line |
 //!
 //! ## Guarantees

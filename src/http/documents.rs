@@ -123,9 +123,9 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> Result<Uploa
                 _ => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             };
             let message = match &err {
-                ExtractError::Unsupported { .. } => format!(
-                    "{err}; docket takes PDF, HTML, Markdown and plain text"
-                ),
+                ExtractError::Unsupported { .. } => {
+                    format!("{err}; docket takes PDF, HTML, Markdown and plain text")
+                }
                 _ => err.to_string(),
             };
             return Ok(UploadResult::refused(filename, status, err.code(), message));
@@ -188,12 +188,17 @@ pub async fn list(
     };
     let limit = query.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_limit", "limit must be between 1 and 500"));
+        return Err(ApiError::bad_request(
+            "invalid_limit",
+            "limit must be between 1 and 500",
+        ));
     }
     let docs = documents::list(&state.pool, status, query.before, limit)
         .await
         .map_err(database)?;
-    let next = (docs.len() as i64 == limit).then(|| docs.last().map(|d| d.id)).flatten();
+    let next = (docs.len() as i64 == limit)
+        .then(|| docs.last().map(|d| d.id))
+        .flatten();
     Ok(Json(json!({ "documents": docs, "next": next })))
 }
 
@@ -242,10 +247,12 @@ pub async fn get(
         .collect();
     body["jobs"] = jobs
         .into_iter()
-        .map(|(id, kind, status, attempts, max_attempts, last_error, errors)| {
-            json!({ "id": id, "kind": kind, "status": status, "attempts": attempts,
+        .map(
+            |(id, kind, status, attempts, max_attempts, last_error, errors)| {
+                json!({ "id": id, "kind": kind, "status": status, "attempts": attempts,
                     "max_attempts": max_attempts, "last_error": last_error, "errors": errors })
-        })
+            },
+        )
         .collect();
     Ok(Json(body))
 }
@@ -264,9 +271,15 @@ pub async fn file(
     Ok((
         [
             (header::CONTENT_TYPE, document.content_type.clone()),
-            (header::CONTENT_DISPOSITION, content_disposition(&document.filename)),
+            (
+                header::CONTENT_DISPOSITION,
+                content_disposition(&document.filename),
+            ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
-            (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'".to_owned()),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "sandbox; default-src 'none'".to_owned(),
+            ),
         ],
         Body::from(bytes),
     )
@@ -278,7 +291,13 @@ fn content_disposition(filename: &str) -> String {
     let base = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
     let ascii: String = base
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || ".-_ ".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_ ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let mut encoded = String::new();
     for byte in base.bytes() {
@@ -296,7 +315,10 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    if documents::delete(&state.pool, DocumentId(id)).await.map_err(database)? {
+    if documents::delete(&state.pool, DocumentId(id))
+        .await
+        .map_err(database)?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_found(id))
@@ -310,12 +332,13 @@ pub async fn reprocess(
 ) -> Result<(StatusCode, Json<Document>), ApiError> {
     let id = DocumentId(id);
     let mut tx = state.pool.begin().await.map_err(database)?;
-    let updated = sqlx::query("update documents set status = 'uploaded', error = null where id = $1")
-        .bind(id.0)
-        .execute(&mut *tx)
-        .await
-        .map_err(database)?
-        .rows_affected();
+    let updated =
+        sqlx::query("update documents set status = 'uploaded', error = null where id = $1")
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(database)?
+            .rows_affected();
     if updated == 0 {
         return Err(not_found(id.0));
     }
@@ -346,9 +369,15 @@ mod tests {
     #[test]
     fn content_disposition_never_carries_a_path_or_quotes() {
         let header = content_disposition("../../etc/\"passwd\"");
-        assert!(header.starts_with("attachment; filename=\"_passwd_\""), "{header}");
+        assert!(
+            header.starts_with("attachment; filename=\"_passwd_\""),
+            "{header}"
+        );
         assert!(header.contains("filename*=UTF-8''%22passwd%22"), "{header}");
         let korean = content_disposition("문서.pdf");
-        assert!(korean.contains("filename*=UTF-8''%EB%AC%B8%EC%84%9C.pdf"), "{korean}");
+        assert!(
+            korean.contains("filename*=UTF-8''%EB%AC%B8%EC%84%9C.pdf"),
+            "{korean}"
+        );
     }
 }

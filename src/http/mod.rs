@@ -53,7 +53,10 @@ pub fn router(state: AppState) -> Router {
                 // Uploads stream with a per-file limit of their own (DOCKET_MAX_UPLOAD_BYTES).
                 .layer(DefaultBodyLimit::disable()),
         )
-        .route("/documents/{id}", get(documents::get).delete(documents::delete))
+        .route(
+            "/documents/{id}",
+            get(documents::get).delete(documents::delete),
+        )
         .route("/documents/{id}/file", get(documents::file))
         .route("/documents/{id}/reprocess", post(documents::reprocess))
         .fallback(api_not_found)

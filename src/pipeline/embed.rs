@@ -103,7 +103,9 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     if chunks != embedded {
         // The chunks changed under us (a reprocess); this job's view is stale, try again.
         return Err(JobError::Retry {
-            error: anyhow::anyhow!("{embedded} of {chunks} chunks have vectors; the chunks changed while embedding"),
+            error: anyhow::anyhow!(
+                "{embedded} of {chunks} chunks have vectors; the chunks changed while embedding"
+            ),
             after: Some(Duration::from_secs(1)),
         });
     }

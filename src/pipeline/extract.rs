@@ -60,7 +60,9 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .execute(&mut *tx)
         .await
         .retryable()?;
-    insert_chunks(&mut tx, document_id, &chunks).await.retryable()?;
+    insert_chunks(&mut tx, document_id, &chunks)
+        .await
+        .retryable()?;
     let still_there = sqlx::query(
         "update documents
          set status = 'embedding', error = null, extractor = $2, page_count = $3
@@ -104,8 +106,7 @@ async fn failed(pipeline: &Pipeline, id: DocumentId, err: &ExtractError) -> JobE
             after: None,
         };
     }
-    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await
-    {
+    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("recording the extraction failure"),
             after: None,

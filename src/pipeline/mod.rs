@@ -111,7 +111,9 @@ async fn settle(
 ) -> Result<Outcome, JobError> {
     if let (Some(id), Err(JobError::Retry { error, .. })) = (last_attempt, &outcome) {
         let message = format!("gave up after the last attempt: {error:#}");
-        if let Err(err) = documents::set_failed(&pipeline.pool, id, "retries_exhausted", &message).await {
+        if let Err(err) =
+            documents::set_failed(&pipeline.pool, id, "retries_exhausted", &message).await
+        {
             tracing::error!(document = %id, error = %err, "could not mark the document failed");
         }
     }

@@ -1,8 +1,10 @@
-//! The one integration test binary: every module here links against the library once.
+//! The one integration test binary: each module tests one part of docket end to end with real
+//! files, processes and servers. One binary links once, which matters on two cores.
 //! Database tests need DATABASE_URL (a server where databases can be created); each gets a
 //! fresh migrated database from `#[sqlx::test]`.
 
 mod embed;
+mod extract;
 mod jobs_api;
 mod queue;
 mod support;

@@ -33,6 +33,7 @@ pub async fn spawn_api(pool: sqlx::PgPool, token: Option<&str>) -> Api {
         pool,
         job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
         api_token: token.map(Arc::from),
+        max_upload_bytes: 1024 * 1024,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

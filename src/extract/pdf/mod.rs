@@ -1,0 +1,429 @@
+//! PDF extraction: `pdf-extract` in an isolated child process, falling back to poppler's
+//! `pdftotext`.
+//!
+//! `pdf-extract` panics, loops or eats memory on hostile files, so it never runs in the worker:
+//! the worker re-runs its own binary as `docket __extract-pdf` ([`run_child`]), which caps its
+//! address space, parses the PDF from stdin and prints a JSON report. The parent kills it at
+//! the deadline.
+//!
+//! The chain: `pdf-extract` first; if it fails, panics, times out, runs out of memory, loses a
+//! page, or finds no usable text, `pdftotext -enc UTF-8 <tmpfile> -` runs under the same time
+//! limit and the same memory limit (the child binary sets RLIMIT_AS and then execs it), and its
+//! pages are split on form feeds. Each step gets the full timeout, so a document can take up
+//! to twice [`PdfLimits::timeout`]. When neither yields text the failure is classified:
+//! encrypted (by either) first, then no text layer (either opened it and found nothing), then
+//! what `pdftotext`, the more forgiving parser, said; `pdf-extract`'s verdict is used only when
+//! `pdftotext` itself could not run.
+
+mod child;
+mod process;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+pub use child::run_child;
+use child::{
+    ChildReport, ENV_EXEC_PDFTOTEXT, ENV_INPUT, ENV_MEMORY, EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED,
+};
+use process::{Finished, Run};
+
+use super::decode::normalize;
+use super::{ExtractError, Extracted, Extractor, Page};
+
+/// The most text a PDF may yield; a bomb that expands into gigabytes of text is cut off here
+/// and reported as running out of memory.
+const MAX_TEXT_BYTES: u64 = 64 << 20;
+/// The hidden subcommand that runs [`run_child`].
+pub const CHILD_SUBCOMMAND: &str = "__extract-pdf";
+
+/// Limits and helper programs for PDF extraction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdfLimits {
+    /// The docket binary, re-run as `docket __extract-pdf` for isolation.
+    pub child_exe: PathBuf,
+    /// Wall-clock limit for each extractor in the chain.
+    pub timeout: Duration,
+    /// Address-space limit (RLIMIT_AS) for each extractor process. It counts mappings, not
+    /// resident memory: keep it at 256 MiB or more (the parser thread alone reserves a 64 MiB
+    /// stack, and `pdftotext` maps its shared libraries).
+    pub memory_bytes: u64,
+    /// Poppler's `pdftotext`, a path or a name looked up on `PATH`.
+    pub pdftotext: PathBuf,
+}
+
+impl PdfLimits {
+    /// Limits fit for a worker: 60 s and 1 GiB per extractor, `pdftotext` from `PATH`.
+    pub fn new(child_exe: PathBuf) -> Self {
+        PdfLimits {
+            child_exe,
+            timeout: Duration::from_secs(60),
+            memory_bytes: 1 << 30,
+            pdftotext: PathBuf::from("pdftotext"),
+        }
+    }
+}
+
+/// What one extractor made of the document.
+#[derive(Debug)]
+enum Attempt {
+    /// Usable text; `complete` is false when some pages failed.
+    Text {
+        pages: Vec<Page>,
+        complete: bool,
+    },
+    /// The document opened but holds no usable text.
+    NoText,
+    Encrypted,
+    Malformed(String),
+    Timeout,
+    OutOfMemory,
+    /// docket could not run the extractor; says nothing about the file.
+    Internal(String),
+}
+
+/// Extracts the text of a PDF, page by page, with page numbers kept.
+pub async fn extract_pdf(bytes: &[u8], limits: &PdfLimits) -> Result<Extracted, ExtractError> {
+    if bytes.is_empty() {
+        return Err(ExtractError::Empty);
+    }
+    let first = run_pdf_extract(bytes, limits).await;
+    if let Attempt::Text {
+        pages,
+        complete: true,
+    } = first
+    {
+        return Ok(Extracted {
+            pages,
+            extractor: Extractor::PdfExtract,
+        });
+    }
+    tracing::debug!(outcome = ?summary(&first), "pdf-extract gave no complete text; trying pdftotext");
+    let second = run_pdftotext(bytes, limits).await;
+    if let Attempt::Text { pages, .. } = second {
+        return Ok(Extracted {
+            pages,
+            extractor: Extractor::Pdftotext,
+        });
+    }
+    if let Attempt::Text { pages, .. } = first {
+        return Ok(Extracted {
+            pages,
+            extractor: Extractor::PdfExtract,
+        });
+    }
+    Err(classify(first, second))
+}
+
+/// The final error when neither extractor produced text.
+fn classify(first: Attempt, second: Attempt) -> ExtractError {
+    let either = |pred: fn(&Attempt) -> bool| pred(&first) || pred(&second);
+    if either(|a| matches!(a, Attempt::Encrypted)) {
+        return ExtractError::PdfEncrypted;
+    }
+    if either(|a| matches!(a, Attempt::NoText)) {
+        return ExtractError::NoTextLayer;
+    }
+    let verdict = if matches!(second, Attempt::Internal(_)) {
+        first
+    } else {
+        second
+    };
+    match verdict {
+        Attempt::Malformed(reason) => ExtractError::PdfMalformed { reason },
+        Attempt::Timeout => ExtractError::Timeout,
+        Attempt::OutOfMemory => ExtractError::OutOfMemory,
+        Attempt::Internal(reason) => ExtractError::Internal { reason },
+        // Handled above; kept total rather than panicking.
+        Attempt::Text { .. } | Attempt::NoText => ExtractError::NoTextLayer,
+        Attempt::Encrypted => ExtractError::PdfEncrypted,
+    }
+}
+
+fn summary(attempt: &Attempt) -> String {
+    match attempt {
+        Attempt::Text { pages, complete } => {
+            format!("{} pages, complete: {complete}", pages.len())
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn child_command(limits: &PdfLimits) -> Command {
+    let mut command = Command::new(&limits.child_exe);
+    command
+        .arg(CHILD_SUBCOMMAND)
+        .env(ENV_MEMORY, limits.memory_bytes.to_string())
+        .env_remove(ENV_EXEC_PDFTOTEXT)
+        .env_remove(ENV_INPUT);
+    command
+}
+
+async fn run_pdf_extract(bytes: &[u8], limits: &PdfLimits) -> Attempt {
+    let command = child_command(limits);
+    // The JSON report escapes text, so allow it some room over the text cap.
+    let run = process::run(command, Some(bytes), limits.timeout, MAX_TEXT_BYTES * 2).await;
+    let finished = match finished_or_attempt(run) {
+        Ok(finished) => finished,
+        Err(attempt) => return attempt,
+    };
+    if !finished.status.success() {
+        return crashed(&finished);
+    }
+    match serde_json::from_slice::<ChildReport>(&finished.stdout) {
+        Ok(ChildReport::Ok {
+            pages,
+            failed_pages,
+        }) => {
+            for failed in &failed_pages {
+                tracing::debug!(page = failed.number, reason = %failed.reason, "pdf-extract lost a page");
+            }
+            usable(pages, failed_pages.is_empty())
+        }
+        Ok(ChildReport::Encrypted) => Attempt::Encrypted,
+        Ok(ChildReport::Malformed { reason }) => Attempt::Malformed(reason),
+        Err(err) => Attempt::Internal(format!("unreadable report from the PDF child: {err}")),
+    }
+}
+
+async fn run_pdftotext(bytes: &[u8], limits: &PdfLimits) -> Attempt {
+    let input = match TempPdf::write(bytes).await {
+        Ok(input) => input,
+        Err(err) => return Attempt::Internal(format!("cannot write a temporary file: {err}")),
+    };
+    let mut command = child_command(limits);
+    command
+        .env(ENV_EXEC_PDFTOTEXT, &limits.pdftotext)
+        .env(ENV_INPUT, &input.path);
+    let run = process::run(command, None, limits.timeout, MAX_TEXT_BYTES).await;
+    drop(input);
+    let finished = match finished_or_attempt(run) {
+        Ok(finished) => finished,
+        Err(attempt) => return attempt,
+    };
+    if finished.status.success() {
+        let text = String::from_utf8_lossy(&finished.stdout);
+        let mut pieces: Vec<&str> = text.split('\x0c').collect();
+        // pdftotext ends every page with a form feed, so the last piece is empty.
+        if pieces.last().is_some_and(|last| last.is_empty()) {
+            pieces.pop();
+        }
+        let pages = pieces
+            .into_iter()
+            .zip(1u32..)
+            .map(|(text, number)| Page {
+                number,
+                text: text.to_owned(),
+            })
+            .collect();
+        return usable(pages, true);
+    }
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    if stderr.contains("Incorrect password") {
+        return Attempt::Encrypted;
+    }
+    if stderr.contains("Wrong page range") {
+        return Attempt::Malformed("the document has no pages".into());
+    }
+    if finished.status.code() == Some(1) || finished.status.code() == Some(99) {
+        return Attempt::Malformed(poppler_reason(&stderr));
+    }
+    crashed(&finished)
+}
+
+/// Turns a run that did not finish into its attempt.
+fn finished_or_attempt(run: Run) -> Result<Finished, Attempt> {
+    match run {
+        Run::Finished(finished) if finished.overflowed => Err(Attempt::OutOfMemory),
+        Run::Finished(finished) => Ok(finished),
+        Run::TimedOut => Err(Attempt::Timeout),
+        Run::SpawnFailed(err) => Err(Attempt::Internal(format!(
+            "cannot start the PDF extractor: {err}"
+        ))),
+    }
+}
+
+/// Classifies an abnormal exit from its stderr: an allocation that failed under the cap, a
+/// stack overflow, a setup failure of ours, or some other crash of the parser.
+fn crashed(finished: &Finished) -> Attempt {
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    if finished.status.code() == Some(i32::from(EXIT_SETUP_FAILED)) {
+        return Attempt::Internal(stderr.trim().to_owned());
+    }
+    // Rust's allocation failure, C++'s bad_alloc, and the dynamic loader unable to map
+    // pdftotext's libraries under the cap.
+    let out_of_memory = [
+        "memory allocation of",
+        "bad_alloc",
+        "out of memory",
+        "cannot allocate memory",
+        "failed to map segment",
+    ];
+    let lowered = stderr.to_lowercase();
+    if finished.status.code() == Some(i32::from(EXIT_OUT_OF_MEMORY))
+        || out_of_memory.iter().any(|needle| lowered.contains(needle))
+    {
+        return Attempt::OutOfMemory;
+    }
+    if stderr.contains("overflowed its stack") {
+        return Attempt::Malformed("its structure is nested too deeply".into());
+    }
+    Attempt::Malformed(format!("the parser crashed ({})", finished.status))
+}
+
+/// The useful part of poppler's complaint: the last error line, without its "Syntax Error:"
+/// style prefix.
+fn poppler_reason(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|line| line.contains("Error"))
+        .or_else(|| stderr.lines().rev().find(|line| !line.trim().is_empty()))
+        .unwrap_or("unreadable document");
+    let reason = line.split_once(": ").map_or(line, |(_, rest)| rest).trim();
+    let mut reason: String = reason.chars().take(200).collect();
+    if let Some(first) = reason.get(..1) {
+        let lowered = first.to_ascii_lowercase();
+        reason.replace_range(..1, &lowered);
+    }
+    reason
+}
+
+/// Normalises pages and decides whether they hold usable text: empty pages are kept (page
+/// numbers matter) but at least one page must have words, and the whole must not be mostly
+/// undecodable glyphs (fonts without a Unicode mapping yield U+FFFD or private-use characters).
+fn usable(pages: Vec<Page>, complete: bool) -> Attempt {
+    let pages: Vec<Page> = pages
+        .into_iter()
+        .map(|page| Page {
+            number: page.number,
+            text: tidy(&page.text),
+        })
+        .collect();
+    let mut visible = 0usize;
+    let mut junk = 0usize;
+    for c in pages.iter().flat_map(|page| page.text.chars()) {
+        if c.is_whitespace() {
+            continue;
+        }
+        visible += 1;
+        let private_use = matches!(c as u32, 0xe000..=0xf8ff | 0xf0000..=0x10ffff);
+        if c == char::REPLACEMENT_CHARACTER || private_use || c.is_control() {
+            junk += 1;
+        }
+    }
+    if visible == 0 || junk * 10 > visible * 3 {
+        return Attempt::NoText;
+    }
+    Attempt::Text { pages, complete }
+}
+
+/// Normalises line ends and collapses runs of blank lines into one paragraph break.
+fn tidy(text: &str) -> String {
+    let normalized = normalize(text);
+    let mut out = String::with_capacity(normalized.len());
+    let mut newlines = 0;
+    for c in normalized.trim_start_matches('\n').chars() {
+        if c == '\n' {
+            newlines += 1;
+            if newlines > 2 {
+                continue;
+            }
+        } else {
+            newlines = 0;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A private temporary copy of the PDF for `pdftotext`, removed when dropped.
+struct TempPdf {
+    path: PathBuf,
+}
+
+impl TempPdf {
+    async fn write(bytes: &[u8]) -> std::io::Result<TempPdf> {
+        let path =
+            std::env::temp_dir().join(format!("docket-extract-{}.pdf", uuid::Uuid::new_v4()));
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .await?;
+        let written = async {
+            tokio::io::AsyncWriteExt::write_all(&mut file, bytes).await?;
+            tokio::io::AsyncWriteExt::flush(&mut file).await
+        }
+        .await;
+        let temp = TempPdf { path };
+        written.map(|()| temp)
+    }
+}
+
+impl Drop for TempPdf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poppler_reasons_lose_their_prefix() {
+        let stderr =
+            "Syntax Warning: May not be a PDF file\nSyntax Error: Couldn't read xref table\n";
+        assert_eq!(poppler_reason(stderr), "couldn't read xref table");
+    }
+
+    #[test]
+    fn garbage_glyphs_are_not_usable_text() {
+        let pages = vec![Page {
+            number: 1,
+            text: "\u{fffd}\u{e001}\u{e002} ab".into(),
+        }];
+        assert!(matches!(usable(pages, true), Attempt::NoText));
+    }
+
+    #[test]
+    fn blank_pages_keep_their_numbers_beside_text() {
+        let pages = vec![
+            Page {
+                number: 1,
+                text: "\n\n".into(),
+            },
+            Page {
+                number: 2,
+                text: "Words\n\n\n\nmore".into(),
+            },
+        ];
+        let Attempt::Text { pages, complete } = usable(pages, true) else {
+            panic!("expected text");
+        };
+        assert!(complete);
+        assert_eq!(
+            pages[0],
+            Page {
+                number: 1,
+                text: String::new()
+            }
+        );
+        assert_eq!(pages[1].text, "Words\n\nmore");
+    }
+
+    #[test]
+    fn encrypted_wins_then_no_text_then_pdftotext() {
+        let err = classify(Attempt::Malformed("x".into()), Attempt::Encrypted);
+        assert_eq!(err, ExtractError::PdfEncrypted);
+        let err = classify(Attempt::NoText, Attempt::Timeout);
+        assert_eq!(err, ExtractError::NoTextLayer);
+        let err = classify(Attempt::OutOfMemory, Attempt::Malformed("bad xref".into()));
+        assert_eq!(err.code(), "pdf_malformed");
+        let err = classify(Attempt::Timeout, Attempt::Internal("missing".into()));
+        assert_eq!(err, ExtractError::Timeout);
+    }
+}

@@ -1,0 +1,255 @@
+//! Type and encoding detection from the bytes of an upload.
+//!
+//! The filename is a hint for one thing only: telling Markdown from plain text once the bytes
+//! are known to be text. Everything else is read from the bytes: a PDF named `.txt` is a PDF and
+//! a PNG named `.pdf` is refused. Text encodings are found in this order: byte-order mark,
+//! valid UTF-8, the ISO-2022-KR designator, then `chardetng`'s guess (EUC-KR, Shift_JIS, Big5,
+//! windows-125x, …) rather than assuming Latin-1. For HTML a declared charset (`<meta>` or
+//! the XML prolog) wins over the guess, as in browsers.
+
+use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
+
+use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr, without_makeup_sequences};
+use super::{DocKind, ExtractError, Sniffed, html};
+
+/// How many leading bytes are decoded to look for junk and HTML markers.
+const PREFIX_BYTES: usize = 64 * 1024;
+/// How many bytes `chardetng` reads; more rarely changes its guess.
+const DETECTOR_BYTES: usize = 1024 * 1024;
+
+/// Binary formats recognised by their leading bytes, with the MIME type reported when refused.
+const MAGIC: &[(&[u8], &str)] = &[
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"II*\0", "image/tiff"),
+    (b"MM\0*", "image/tiff"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"PK\x05\x06", "application/zip"),
+    (b"\x1f\x8b", "application/gzip"),
+    (b"BZh", "application/x-bzip2"),
+    (b"\xfd7zXZ\0", "application/x-xz"),
+    (b"\x28\xb5\x2f\xfd", "application/zstd"),
+    (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
+    (b"Rar!\x1a\x07", "application/vnd.rar"),
+    (
+        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+        "application/x-ole-storage",
+    ),
+    (b"{\\rtf", "application/rtf"),
+    (b"%!PS", "application/postscript"),
+    (b"\x7fELF", "application/x-executable"),
+    (b"\0asm", "application/wasm"),
+    (b"SQLite format 3\0", "application/vnd.sqlite3"),
+    (b"OggS", "audio/ogg"),
+    (b"fLaC", "audio/flac"),
+    (b"ID3", "audio/mpeg"),
+];
+
+/// Decides what `bytes` are. `filename` only separates Markdown from plain text.
+pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
+    if bytes.is_empty() {
+        return Err(ExtractError::Empty);
+    }
+    if is_pdf(bytes) {
+        return Ok(Sniffed {
+            kind: DocKind::Pdf,
+            encoding: None,
+            content_type: "application/pdf",
+        });
+    }
+    if let Some(detected) = binary_magic(bytes) {
+        return Err(ExtractError::Unsupported { detected });
+    }
+
+    let guessed = detect_encoding(bytes);
+    let prefix = &bytes[..bytes.len().min(PREFIX_BYTES)];
+    let text = decode(prefix, Some(guessed));
+    if text.trim().is_empty() {
+        return Err(ExtractError::Empty);
+    }
+    if is_binary_junk(&text) {
+        return Err(ExtractError::Unsupported {
+            detected: "application/octet-stream",
+        });
+    }
+
+    if html::looks_like_html(&text) {
+        let has_bom = Encoding::for_bom(bytes).is_some();
+        let declared = if has_bom {
+            None
+        } else {
+            html::declared_encoding(prefix)
+        };
+        return Ok(Sniffed {
+            kind: DocKind::Html,
+            encoding: Some(declared.unwrap_or(guessed)),
+            content_type: "text/html",
+        });
+    }
+    let (kind, content_type) = if is_markdown_name(filename) {
+        (DocKind::Markdown, "text/markdown")
+    } else {
+        (DocKind::Text, "text/plain")
+    };
+    Ok(Sniffed {
+        kind,
+        encoding: Some(guessed),
+        content_type,
+    })
+}
+
+/// `%PDF-` at the start (after whitespace), or anywhere in the first KiB of a file that also
+/// ends like a PDF: readers accept a little junk before the header, but a text file that merely
+/// mentions `%PDF-` is not a PDF.
+fn is_pdf(bytes: &[u8]) -> bool {
+    const HEADER: &[u8] = b"%PDF-";
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    if bytes[start..].starts_with(HEADER) {
+        return true;
+    }
+    let head = &bytes[..bytes.len().min(1024)];
+    let tail = &bytes[bytes.len().saturating_sub(2048)..];
+    contains(head, HEADER) && contains(tail, b"%%EOF")
+}
+
+fn binary_magic(bytes: &[u8]) -> Option<&'static str> {
+    if let Some((_, mime)) = MAGIC.iter().find(|(magic, _)| bytes.starts_with(magic)) {
+        return Some(mime);
+    }
+    // Container formats whose tag sits a few bytes in.
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" {
+        return Some(match &bytes[8..12] {
+            b"WEBP" => "image/webp",
+            b"WAVE" => "audio/wav",
+            b"AVI " => "video/x-msvideo",
+            _ => "application/octet-stream",
+        });
+    }
+    if bytes.len() >= 12 && &bytes[4..8] == b"ftyp" {
+        return Some(match &bytes[8..12] {
+            b"avif" => "image/avif",
+            b"heic" | b"heix" | b"mif1" => "image/heic",
+            _ => "video/mp4",
+        });
+    }
+    None
+}
+
+/// The text encoding of `bytes`: BOM, else UTF-8 if valid, else ISO-2022-KR if announced, else
+/// `chardetng`'s guess.
+fn detect_encoding(bytes: &[u8]) -> &'static Encoding {
+    if let Some((bom, _)) = Encoding::for_bom(bytes) {
+        return bom;
+    }
+    if looks_like_iso_2022_kr(bytes) {
+        return REPLACEMENT;
+    }
+    let sample = &bytes[..bytes.len().min(DETECTOR_BYTES)];
+    let valid_utf8 = match std::str::from_utf8(sample) {
+        Ok(_) => true,
+        // A sample cut inside a character is still UTF-8.
+        Err(err) => err.error_len().is_none(),
+    };
+    // Pure ASCII may still be ISO-2022-JP, which only the detector recognises.
+    if valid_utf8 && !sample.contains(&0x1b) {
+        return UTF_8;
+    }
+    let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Allow);
+    detector.feed(
+        &without_makeup_sequences(sample),
+        sample.len() == bytes.len(),
+    );
+    detector.guess(None, chardetng::Utf8Detection::Allow)
+}
+
+fn is_markdown_name(filename: &str) -> bool {
+    let lower = filename.to_ascii_lowercase();
+    [".md", ".markdown", ".mdown", ".mkd", ".mkdn"]
+        .iter()
+        .any(|ext| lower.ends_with(ext))
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pdf_header_after_whitespace_is_a_pdf_whatever_the_name() {
+        let sniffed = sniff(b"\n%PDF-1.4\n...", "notes.txt").unwrap();
+        assert_eq!(sniffed.kind, DocKind::Pdf);
+        assert_eq!(sniffed.content_type, "application/pdf");
+    }
+
+    #[test]
+    fn text_that_mentions_the_pdf_header_is_text() {
+        let sniffed = sniff(b"A PDF starts with %PDF- and a version.", "a.txt").unwrap();
+        assert_eq!(sniffed.kind, DocKind::Text);
+    }
+
+    #[test]
+    fn a_zip_named_docx_is_refused_as_zip() {
+        let err = sniff(b"PK\x03\x04\x14\0\x06\0rest", "letter.docx").unwrap_err();
+        assert_eq!(
+            err,
+            ExtractError::Unsupported {
+                detected: "application/zip"
+            }
+        );
+        assert_eq!(err.code(), "unsupported_type");
+    }
+
+    #[test]
+    fn empty_and_blank_input_is_empty() {
+        assert_eq!(sniff(b"", "a.txt"), Err(ExtractError::Empty));
+        assert_eq!(sniff(b" \n\t\n", "a.txt"), Err(ExtractError::Empty));
+    }
+
+    #[test]
+    fn control_heavy_bytes_are_octet_stream() {
+        let junk: Vec<u8> = (0u8..=255).cycle().skip(1).take(4000).collect();
+        let err = sniff(&junk, "data.txt").unwrap_err();
+        assert_eq!(
+            err,
+            ExtractError::Unsupported {
+                detected: "application/octet-stream"
+            }
+        );
+    }
+
+    #[test]
+    fn markdown_needs_both_text_bytes_and_a_markdown_name() {
+        assert_eq!(
+            sniff(b"# Title\n", "README.MD").unwrap().kind,
+            DocKind::Markdown
+        );
+        assert_eq!(sniff(b"# Title\n", "README").unwrap().kind, DocKind::Text);
+    }
+
+    #[test]
+    fn utf16_with_bom_is_detected() {
+        let mut bytes = vec![0xfe, 0xff];
+        for unit in "Grüße, 世界".encode_utf16() {
+            bytes.extend_from_slice(&unit.to_be_bytes());
+        }
+        let sniffed = sniff(&bytes, "a.txt").unwrap();
+        assert_eq!(sniffed.encoding, Some(encoding_rs::UTF_16BE));
+    }
+
+    #[test]
+    fn html_meta_charset_wins_over_the_guess() {
+        let page = b"<!doctype html><html><head><meta charset=\"windows-1251\"></head>\
+            <body><p>\xcf\xf0\xe8\xe2\xe5\xf2</p></body></html>";
+        let sniffed = sniff(page, "page.txt").unwrap();
+        assert_eq!(sniffed.kind, DocKind::Html);
+        assert_eq!(sniffed.encoding, Some(encoding_rs::WINDOWS_1251));
+    }
+}
