@@ -22,6 +22,9 @@ BENCH ?= queue
 RUST_LOG ?= info
 # Arguments after `docket serve`, e.g. SERVE_ARGS='--bind 127.0.0.1:9090'.
 SERVE_ARGS ?=
+# sqlx's checked queries compile against the committed .sqlx/ data, never against the database
+# the URL points at: that database may not be migrated yet when cargo builds.
+export SQLX_OFFLINE ?= $(if $(wildcard .sqlx),true,)
 # docker-compose.yml demands a token; validation only needs one to be present, so a placeholder
 # is used unless one is set.
 COMPOSE_TOKEN ?= $(or $(DOCKET_API_TOKEN),validation-placeholder)

@@ -5,8 +5,8 @@
 # Why: `make run` and `make test` must work on any machine without asking the person where their
 # database is. The choice, first match wins:
 #   1. DATABASE_URL is set        → use it; create its database when missing.
-#   2. a server answers on 127.0.0.1:$DOCKET_PG_PROBE_PORT (5432)
-#                                 → postgres://postgres@127.0.0.1:5432/docket, created when missing.
+#   2. a server answers on 127.0.0.1:$DOCKET_PG_PROBE_PORT (5432) and lets `postgres` in without
+#      a password               → postgres://postgres@127.0.0.1:5432/docket, created when missing.
 #   3. PostgreSQL binaries exist  → a private cluster under .docket/pg on 127.0.0.1:5433 (trust
 #                                   auth, its own socket dir and log), initialised and started once,
 #                                   reused afterwards.
@@ -67,6 +67,13 @@ split_url() {
     die "DATABASE_URL is not a postgres:// URL: $(redact "$url")"
   fi
   [[ -n "$URL_DB" ]] || die "DATABASE_URL names no database (postgres://user@host:port/NAME)"
+}
+
+# True when the URL's server lets us in without a password prompt.
+can_log_in() {
+  require_psql
+  split_url "$1"
+  PGCONNECT_TIMEOUT=5 psql -X -q -At -w "$MAINTENANCE_URL" -c 'select 1' >/dev/null 2>&1
 }
 
 # Creates the URL's database unless it exists. Connects to the server's `postgres` database to
@@ -221,9 +228,14 @@ resolve_url() {
   fi
   if server_answers "$PROBE_PORT"; then
     local url="postgres://postgres@127.0.0.1:$PROBE_PORT/$DB_NAME"
-    ensure_database "$url"
-    printf '%s\n' "$url"
-    return 0
+    if can_log_in "$url"; then
+      ensure_database "$url"
+      printf '%s\n' "$url"
+      return 0
+    fi
+    # A stock Debian cluster asks TCP clients for a password; rather than weaken its pg_hba.conf
+    # for every local user, docket gets a private cluster of its own.
+    say "127.0.0.1:$PROBE_PORT answers but does not let 'postgres' in without a password; using a private cluster instead (set DATABASE_URL to use that server)"
   fi
   local bindir
   bindir="$(cluster_bindir)"

@@ -115,7 +115,8 @@ ensure_rust_toolchain() {
       rustup toolchain install stable --profile minimal --component rustfmt,clippy >&2
       rustup default stable >&2
     else
-      die "Rust 1.$wanted_minor or newer is needed (found: ${minor:+1.$minor}${minor:-none}); bookworm's own cargo is too old. Install rustup, the Rust project's installer, then run: rustup toolchain install stable --profile minimal --component rustfmt,clippy"
+      local found="${minor:+1.$minor}"
+      die "Rust 1.$wanted_minor or newer is needed (found: ${found:-none}); bookworm's own cargo is too old. Install the Rust toolchain with rustup, the Rust project's installer (its default profile includes rustfmt and clippy), open a new shell, and rerun."
     fi
   fi
   local component
@@ -206,21 +207,32 @@ pg_cron_is_loaded() {
     tr ',' '\n' | tr -d ' ' | grep -qx pg_cron
 }
 
+# True when the running server started before the drop-in was written. Debian's postgresql.conf
+# sets external_pid_file; without it, ask the server itself.
+preload_is_pending() {
+  local pid_file="/var/run/postgresql/$PG_MAJOR-$CLUSTER_NAME.pid"
+  if [[ -f "$pid_file" ]]; then
+    [[ "$CRON_DROPIN" -nt "$pid_file" ]]
+  elif pg_cron_is_loaded; then
+    return 1
+  fi
+}
+
 # Starts the Debian cluster when it is down; restarts it only when the preload setting changed
-# (or is not yet in effect), since a restart drops every connection.
+# or is newer than the running server (a restart drops every connection). Comparing the drop-in
+# with the server's pid file needs no database login, so a second run as a non-root user never
+# asks for a sudo password.
 ensure_cluster_running() {
   if ! cluster_is_online; then
     say "starting PostgreSQL $PG_MAJOR/$CLUSTER_NAME"
     as_root pg_ctlcluster "$PG_MAJOR" "$CLUSTER_NAME" start >&2
-    wait_until_ready
+  elif [[ $CRON_CONFIG_CHANGED -eq 1 ]] || preload_is_pending; then
+    say "restarting PostgreSQL $PG_MAJOR/$CLUSTER_NAME to load pg_cron"
+    as_root pg_ctlcluster "$PG_MAJOR" "$CLUSTER_NAME" restart >&2
   else
-    wait_until_ready
-    if [[ $CRON_CONFIG_CHANGED -eq 1 ]] || ! pg_cron_is_loaded; then
-      say "restarting PostgreSQL $PG_MAJOR/$CLUSTER_NAME to load pg_cron"
-      as_root pg_ctlcluster "$PG_MAJOR" "$CLUSTER_NAME" restart >&2
-      wait_until_ready
-    fi
+    return 0
   fi
+  wait_until_ready
   pg_cron_is_loaded || say "warning: pg_cron is not in shared_preload_libraries; another config file overrides $CRON_DROPIN"
 }
 
@@ -318,12 +330,13 @@ main() {
   cd "$(dirname "${BASH_SOURCE[0]}")/.."
   require_debian
   ensure_apt_packages
-  ensure_rust_toolchain
   if has_debian_cluster; then
     ensure_pg_cron_config
     ensure_cluster_running
   fi
   ensure_pgvector
+  # Last: a missing toolchain needs the person's hand, and everything else should be done by then.
+  ensure_rust_toolchain
 }
 
 main "$@"
