@@ -1,6 +1,6 @@
 //! Extraction: uploaded bytes → pages of text.
 //!
-//! The type of a document is decided from its bytes, never from its name ([`sniff`]). Plain text,
+//! The type of a document is decided from its bytes, never from its name ([`sniff()`]). Plain text,
 //! Markdown and HTML are decoded and parsed in-process ([`text`], [`html`]); they are pure and
 //! bounded by the input size, so they run on a blocking thread. PDFs are parsed by `pdf-extract`
 //! in a child process under a memory and time limit, falling back to poppler's `pdftotext`

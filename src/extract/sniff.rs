@@ -6,6 +6,9 @@
 //! valid UTF-8, the ISO-2022-KR designator, then `chardetng`'s guess (EUC-KR, Shift_JIS, Big5,
 //! windows-125x, …) rather than assuming Latin-1. For HTML a declared charset (`<meta>` or
 //! the XML prolog) wins over the guess, as in browsers.
+//!
+//! UTF-16 without a byte-order mark is not recognised: its NUL bytes make it binary junk
+//! (`application/octet-stream`), which is also what a mislabelled binary looks like.
 
 use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
 
