@@ -202,6 +202,28 @@ pub async fn list(
     Ok(Json(json!({ "documents": docs, "next": next })))
 }
 
+/// A document's vectors under one model version.
+#[derive(Debug, Serialize, sqlx::FromRow)]
+struct EmbeddingSetView {
+    model_version: String,
+    chunk_count: i32,
+    /// Chunks that have a vector so far; equal to `chunk_count` once complete.
+    embedded: i64,
+    completed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// A pipeline job of a document, with its error history.
+#[derive(Debug, Serialize, sqlx::FromRow)]
+struct DocumentJobView {
+    id: i64,
+    kind: String,
+    status: String,
+    attempts: i32,
+    max_attempts: i32,
+    last_error: Option<String>,
+    errors: Value,
+}
+
 /// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs.
 pub async fn get(
     State(state): State<AppState>,
@@ -213,10 +235,11 @@ pub async fn get(
         .fetch_one(&state.pool)
         .await
         .map_err(database)?;
-    let sets: Vec<(String, i32, i64, Option<chrono::DateTime<chrono::Utc>>)> = sqlx::query_as(
+    let sets: Vec<EmbeddingSetView> = sqlx::query_as(
         "select s.model_version, s.chunk_count,
                 (select count(*) from embeddings e
-                 where e.document_id = s.document_id and e.model_version = s.model_version),
+                 where e.document_id = s.document_id and e.model_version = s.model_version)
+                    as embedded,
                 s.completed_at
          from embedding_sets s
          where s.document_id = $1
@@ -226,7 +249,7 @@ pub async fn get(
     .fetch_all(&state.pool)
     .await
     .map_err(database)?;
-    let jobs: Vec<(i64, String, String, i32, i32, Option<String>, Value)> = sqlx::query_as(
+    let jobs: Vec<DocumentJobView> = sqlx::query_as(
         "select id, kind, status, attempts, max_attempts, last_error, errors
          from jobs
          where payload ? 'document_id' and (payload ->> 'document_id')::bigint = $1
@@ -238,22 +261,8 @@ pub async fn get(
     .map_err(database)?;
     let mut body = serde_json::to_value(&document).map_err(|e| ApiError::Internal(e.into()))?;
     body["chunk_count"] = json!(chunk_count);
-    body["embedding_sets"] = sets
-        .into_iter()
-        .map(|(model_version, chunk_count, embedded, completed_at)| {
-            json!({ "model_version": model_version, "chunk_count": chunk_count,
-                    "embedded": embedded, "completed_at": completed_at })
-        })
-        .collect();
-    body["jobs"] = jobs
-        .into_iter()
-        .map(
-            |(id, kind, status, attempts, max_attempts, last_error, errors)| {
-                json!({ "id": id, "kind": kind, "status": status, "attempts": attempts,
-                    "max_attempts": max_attempts, "last_error": last_error, "errors": errors })
-            },
-        )
-        .collect();
+    body["embedding_sets"] = json!(sets);
+    body["jobs"] = json!(jobs);
     Ok(Json(body))
 }
 
