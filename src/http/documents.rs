@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{ApiError, database};
-use super::input::{Json, Path, Query};
+use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::documents::{self, Document, DocumentId, DocumentStatus, NewDocument};
 use crate::extract::{self, ExtractError};
 
@@ -186,19 +186,11 @@ pub async fn list(
             )
         })?),
     };
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "invalid_limit",
-            "limit must be between 1 and 500",
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     let docs = documents::list(&state.pool, status, query.before, limit)
         .await
         .map_err(database)?;
-    let next = (docs.len() as i64 == limit)
-        .then(|| docs.last().map(|d| d.id))
-        .flatten();
+    let next = next_cursor(docs.iter().map(|d| d.id), limit);
     Ok(Json(json!({ "documents": docs, "next": next })))
 }
 

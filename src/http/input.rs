@@ -51,3 +51,26 @@ impl From<QueryRejection> for ApiError {
         ApiError::bad_request("invalid_query", rejection.body_text())
     }
 }
+
+/// The `limit` of a list request: 50 when absent, 1 to 500 otherwise.
+pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(50);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_limit",
+            "limit must be between 1 and 500",
+        ))
+    }
+}
+
+/// The cursor of the next page (keyset pagination by descending id): the last id of a full
+/// page, none after a short one.
+pub fn next_cursor(
+    ids: impl DoubleEndedIterator<Item = i64> + ExactSizeIterator,
+    limit: i64,
+) -> Option<i64> {
+    let full = ids.len() as i64 == limit;
+    ids.last().filter(|_| full)
+}

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use super::input::{Json, Path, Query};
+use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
 
 /// Query of `GET /api/jobs`.
@@ -34,13 +34,7 @@ pub async fn list(
         .map(str::parse::<JobStatus>)
         .transpose()
         .map_err(|err| ApiError::bad_request("invalid_status", err.to_string()))?;
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "invalid_limit",
-            "limit must be between 1 and 500",
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     let jobs = state
         .queue
         .list(&JobFilter {
@@ -50,9 +44,7 @@ pub async fn list(
             limit,
         })
         .await?;
-    let next = (jobs.len() as i64 == limit)
-        .then(|| jobs.last().map(|j| j.id))
-        .flatten();
+    let next = next_cursor(jobs.iter().map(|j| j.id), limit);
     Ok(Json(json!({ "jobs": jobs, "next": next })))
 }
 

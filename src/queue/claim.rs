@@ -131,28 +131,7 @@ impl Queue {
     /// Marks many jobs done in one statement. Returns the leases that were lost; those jobs
     /// were not changed.
     pub async fn complete_many(&self, leases: &[Lease]) -> Result<Vec<Lease>, QueueError> {
-        if leases.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (ids, tokens) = split(leases);
-        let done: Vec<i64> = sqlx::query_scalar(
-            "update jobs
-             set status = 'done',
-                 lease_token = null,
-                 lease_until = null,
-                 finished_at = now(),
-                 updated_at = now()
-             from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-             where jobs.id = held.id
-               and jobs.status = 'running'
-               and jobs.lease_token = held.token
-             returning jobs.id",
-        )
-        .bind(&ids)
-        .bind(&tokens)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(lost(leases, &done))
+        fenced_update(&self.pool, COMPLETE_SQL, leases).await
     }
 
     /// Records a transient failure and schedules the job again after `delay` (or moves it to
@@ -224,53 +203,67 @@ impl Queue {
     /// Hands running jobs back to `ready` without spending their attempt: used at shutdown for
     /// handlers that did not finish within the grace period. Returns the leases already lost.
     pub async fn release(&self, leases: &[Lease]) -> Result<Vec<Lease>, QueueError> {
-        if leases.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (ids, tokens) = split(leases);
-        let released: Vec<i64> = sqlx::query_scalar(
-            "update jobs
-             set status = 'ready',
-                 attempts = greatest(attempts - 1, 0),
-                 run_at = now(),
-                 lease_token = null,
-                 lease_until = null,
-                 updated_at = now()
-             from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-             where jobs.id = held.id
-               and jobs.status = 'running'
-               and jobs.lease_token = held.token
-             returning jobs.id",
-        )
+        fenced_update(&self.pool, RELEASE_SQL, leases).await
+    }
+}
+
+/// Marks jobs done; `$1` ids, `$2` their lease tokens.
+const COMPLETE_SQL: &str = "update jobs
+    set status = 'done',
+        lease_token = null,
+        lease_until = null,
+        finished_at = now(),
+        updated_at = now()
+    from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+    where jobs.id = held.id
+      and jobs.status = 'running'
+      and jobs.lease_token = held.token
+    returning jobs.id";
+
+/// Hands jobs back to `ready`, giving back the attempt they were on; `$1` ids, `$2` tokens.
+const RELEASE_SQL: &str = "update jobs
+    set status = 'ready',
+        attempts = greatest(attempts - 1, 0),
+        run_at = now(),
+        lease_token = null,
+        lease_until = null,
+        updated_at = now()
+    from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+    where jobs.id = held.id
+      and jobs.status = 'running'
+      and jobs.lease_token = held.token
+    returning jobs.id";
+
+/// Runs one of the fenced batch statements above; returns the leases it did not match.
+async fn fenced_update<'c>(
+    conn: impl sqlx::PgExecutor<'c>,
+    sql: &'static str,
+    leases: &[Lease],
+) -> Result<Vec<Lease>, QueueError> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, tokens) = split(leases);
+    let matched: Vec<i64> = sqlx::query_scalar(sql)
         .bind(&ids)
         .bind(&tokens)
-        .fetch_all(&self.pool)
+        .fetch_all(conn)
         .await?;
-        Ok(lost(leases, &released))
-    }
+    Ok(lost(leases, &matched))
 }
 
 /// Marks a job done on `conn`, typically inside the transaction that writes the job's result
 /// and enqueues the next step: then the result, the next job and the completion commit
 /// together, and a worker whose lease was lost writes none of them.
 pub async fn complete_in(conn: &mut PgConnection, lease: &Lease) -> Result<(), QueueError> {
-    let updated = sqlx::query(
-        "update jobs
-         set status = 'done',
-             lease_token = null,
-             lease_until = null,
-             finished_at = now(),
-             updated_at = now()
-         where id = $1
-           and status = 'running'
-           and lease_token = $2",
-    )
-    .bind(lease.job_id.0)
-    .bind(lease.token)
-    .execute(conn)
-    .await?
-    .rows_affected();
-    fenced(updated, lease)
+    if fenced_update(conn, COMPLETE_SQL, std::slice::from_ref(lease))
+        .await?
+        .is_empty()
+    {
+        Ok(())
+    } else {
+        Err(QueueError::LeaseLost(lease.job_id))
+    }
 }
 
 fn fenced(rows: u64, lease: &Lease) -> Result<(), QueueError> {
