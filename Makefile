@@ -14,7 +14,8 @@ SHELL := bash
 MAKEFLAGS += --no-builtin-rules
 
 CARGO ?= cargo
-# Extra arguments for `cargo test`, e.g. TEST_ARGS='queue::' or TEST_ARGS='-- --nocapture'.
+# Extra arguments for `cargo test`, e.g. TEST_ARGS='queue::'. `--all-targets` runs unit and integration
+# tests and leaves out doctests (docket has none), so the run ends on the integration summary.
 TEST_ARGS ?=
 # What `make bench` measures: the argument of `docket bench`.
 BENCH ?= queue
@@ -57,7 +58,7 @@ run: deps ## Install, create the database, and serve on http://127.0.0.1:8080
 test: deps lint compose-check ## Everything CI checks: format, clippy, compose file, all tests on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
-	DATABASE_URL="$$url" $(CARGO) test --no-fail-fast $(TEST_ARGS)
+	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
 
 lint: ## Check formatting and clippy (warnings are errors)
 	$(CARGO) fmt --all -- --check
