@@ -1,5 +1,9 @@
 //! One producer per job kind: claims only as many jobs as the kind has free slots, hands each
 //! to an executor, and sleeps until a notification, a freed slot or the poll interval.
+//!
+//! A kind whose concurrency spans several claim batches gets several claim streams sharing
+//! its slots, so claim round trips overlap instead of queueing behind one another (each is a
+//! committing write). Free capacity still bounds every claim.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +25,25 @@ pub(crate) struct Producer {
     pub tasks: TaskTracker,
 }
 
+/// The most claim streams one kind gets.
+const MAX_STREAMS: usize = 8;
+
 impl Producer {
     /// Runs until `stop`; jobs already handed out keep running on `tasks`.
     pub async fn run(self, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let batch = self.shared.config.claim_batch.max(1);
+        let streams = self.config.concurrency.div_ceil(batch).clamp(1, MAX_STREAMS);
+        let this = Arc::new(self);
+        let mut running = tokio::task::JoinSet::new();
+        for _ in 0..streams {
+            running.spawn(this.clone().stream(slots.clone(), batch, stop.clone()));
+        }
+        while running.join_next().await.is_some() {}
+    }
+
+    /// One claim stream: wait for a slot, claim up to a batch of free slots, dispatch, repeat.
+    async fn stream(self: Arc<Self>, slots: Arc<Semaphore>, batch: usize, stop: CancellationToken) {
         let mut wait = Duration::from_millis(50);
         loop {
             // Wait for one free slot, then take whatever else is free, up to one batch.
@@ -76,7 +94,8 @@ impl Producer {
             }
             drop(permits);
             if got == wanted {
-                // A full batch: there is probably more.
+                // A full batch: there is probably more; let a sleeping stream help.
+                self.wake.notify_one();
                 continue;
             }
             tokio::select! {
