@@ -49,8 +49,12 @@ pub(super) async fn worker_round(
 
     let handled = Arc::new(AtomicUsize::new(0));
     let counter = handled.clone();
+    // The same work in flight as the ceiling: there, each of `handlers` tasks holds a claimed
+    // batch; here each job holds a slot, so the kind gets handlers × batch slots, which the
+    // producer serves with `handlers` claim streams of `claim_batch` each.
+    let slots = setting.handlers * setting.claim_batch;
     let mut registry = Registry::new();
-    registry.register(NOOP, setting.handlers, move |_job| {
+    registry.register(NOOP, slots, move |_job| {
         let counter = counter.clone();
         async move {
             counter.fetch_add(1, Ordering::Relaxed);

@@ -18,7 +18,8 @@ const AIM_PICKUP_P50_MS: f64 = 5.0;
 /// One point of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Setting {
-    /// Concurrent handlers (the kind's concurrency), or concurrent tasks for the ceiling.
+    /// Claim streams: `handlers` concurrent claim-and-complete tasks for the ceiling; for the
+    /// runtime, a kind with `handlers × claim_batch` slots, which gets `handlers` claim streams.
     pub handlers: usize,
     /// Most jobs per claim statement.
     pub claim_batch: usize,
