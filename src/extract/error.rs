@@ -13,6 +13,14 @@ pub enum ExtractError {
         /// The MIME type the bytes look like.
         detected: &'static str,
     },
+    /// The name promises a PDF but the bytes are readable text of another kind: refused rather
+    /// than read as text, since the person meant to send a PDF and would otherwise get the
+    /// wrong file indexed without noticing.
+    #[error("named .pdf but the bytes are not a PDF (looks like {detected})")]
+    NotAPdf {
+        /// The MIME type the bytes look like.
+        detected: &'static str,
+    },
     /// The upload has no bytes.
     #[error("the file is empty")]
     Empty,
@@ -50,6 +58,7 @@ impl ExtractError {
     pub fn code(&self) -> &'static str {
         match self {
             ExtractError::Unsupported { .. } => "unsupported_type",
+            ExtractError::NotAPdf { .. } => "not_a_pdf",
             ExtractError::Empty => "empty_file",
             ExtractError::NoText => "no_text",
             ExtractError::PdfEncrypted => "pdf_encrypted",

@@ -2,7 +2,9 @@
 //!
 //! The filename is a hint for one thing only: telling Markdown from plain text once the bytes
 //! are known to be text. Everything else is read from the bytes: a PDF named `.txt` is a PDF and
-//! a PNG named `.pdf` is refused. Text encodings are found in this order: byte-order mark,
+//! a PNG named `.pdf` is refused. A file *named* `.pdf` whose bytes are text is refused too
+//! ([`ExtractError::NotAPdf`]): whoever sent it expected a PDF, and indexing it as text would
+//! hide the mistake. Text encodings are found in this order: byte-order mark,
 //! valid UTF-8, the ISO-2022-KR designator, then `chardetng`'s guess (EUC-KR, Shift_JIS, Big5,
 //! windows-125x, …) rather than assuming Latin-1. For HTML a declared charset (`<meta>` or
 //! the XML prolog) wins over the guess, as in browsers.
@@ -78,7 +80,13 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
         });
     }
 
-    if html::looks_like_html(&text) {
+    let is_html = html::looks_like_html(&text);
+    if is_pdf_name(filename) {
+        return Err(ExtractError::NotAPdf {
+            detected: if is_html { "text/html" } else { "text/plain" },
+        });
+    }
+    if is_html {
         let has_bom = Encoding::for_bom(bytes).is_some();
         let declared = if has_bom {
             None
@@ -170,6 +178,10 @@ fn detect_encoding(bytes: &[u8]) -> &'static Encoding {
     detector.guess(None, chardetng::Utf8Detection::Allow)
 }
 
+fn is_pdf_name(filename: &str) -> bool {
+    filename.to_ascii_lowercase().ends_with(".pdf")
+}
+
 fn is_markdown_name(filename: &str) -> bool {
     let lower = filename.to_ascii_lowercase();
     [".md", ".markdown", ".mdown", ".mkd", ".mkdn"]
@@ -196,6 +208,30 @@ mod tests {
     fn text_that_mentions_the_pdf_header_is_text() {
         let sniffed = sniff(b"A PDF starts with %PDF- and a version.", "a.txt").unwrap();
         assert_eq!(sniffed.kind, DocKind::Text);
+    }
+
+    #[test]
+    fn text_named_pdf_is_refused_as_not_a_pdf() {
+        let err = sniff(b"oops\n", "bad1.PDF").unwrap_err();
+        assert_eq!(
+            err,
+            ExtractError::NotAPdf {
+                detected: "text/plain"
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "named .pdf but the bytes are not a PDF (looks like text/plain)"
+        );
+        let html = sniff(b"<!doctype html><p>hi</p>", "page.pdf").unwrap_err();
+        assert_eq!(
+            html,
+            ExtractError::NotAPdf {
+                detected: "text/html"
+            }
+        );
+        // The same bytes under a text name are fine.
+        assert_eq!(sniff(b"oops\n", "bad1.txt").unwrap().kind, DocKind::Text);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!
 //! Each chunk after the first starts with the tail of the previous one (at most
 //! `overlap_tokens`, cut at a word boundary) so a sentence split across chunks is still found
-//! whole by one of them. Chunks may run across a page break; a chunk's `page` is the page on
-//! which its text (overlap included) starts. The text keeps the source's own spacing, so CJK
+//! whole by one of them. A page break always ends a chunk and no overlap is carried across it,
+//! so a chunk's `page` is the page all of its text comes from (a short page gives a short
+//! chunk; citing the wrong page would be worse). The text keeps the source's own spacing, so CJK
 //! text gains no spaces; paragraphs inside a chunk are separated by a blank line.
 
 use sha2::{Digest, Sha256};
@@ -100,6 +101,16 @@ pub fn chunk_pages(pages: &[Page], cfg: &ChunkConfig, counter: &dyn TokenCounter
     let mut chunks = Vec::new();
     let mut builder = Builder::default();
     for piece in &pieces {
+        // A page break always ends the chunk, and no overlap is carried over it: a chunk's
+        // `page` is where search results send people, so all of its text must be on that page.
+        if builder.page().is_some_and(|page| page != piece.page) {
+            if builder.has_new()
+                && let Some(chunk) = builder.finish(chunks.len(), counter)
+            {
+                chunks.push(chunk);
+            }
+            builder = Builder::default();
+        }
         let full = builder.tokens + piece.tokens > target;
         // A long paragraph starts a fresh chunk rather than filling the end of a half-full one.
         let long_paragraph_ahead = piece.opens_split_paragraph && builder.new_tokens * 2 >= target;
@@ -340,6 +351,11 @@ impl Builder {
         builder
     }
 
+    /// The page of the text so far (a chunk never spans two), `None` while empty.
+    fn page(&self) -> Option<u32> {
+        self.starts.last().map(|&(_, page)| page)
+    }
+
     fn has_new(&self) -> bool {
         self.new_pieces > 0
     }
@@ -564,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_belongs_to_the_page_its_text_starts_on() {
+    fn a_chunk_never_spans_a_page_break() {
         let pages = [
             page(1, &format!("{}.", words("p", 8))),
             page(2, &format!("{}.", words("q", 8))),
@@ -576,9 +592,10 @@ mod tests {
             .iter()
             .map(|c| (c.page, c.text.split_whitespace().next().unwrap()))
             .collect();
-        // Overlap carried from page 1 makes the second chunk start there.
-        assert_eq!(summary, vec![(1, "p0"), (1, "p6"), (2, "q6")]);
-        assert!(chunks[1].text.contains("p7.\n\nq0"));
+        // Each page starts its own chunk and nothing of page 1 is carried onto page 2.
+        assert_eq!(summary, vec![(1, "p0"), (2, "q0"), (4, "r0")]);
+        assert!(chunks.iter().all(|c| !c.text.contains('p') || c.page == 1));
+        assert!(!chunks[1].text.contains("p7"));
     }
 
     #[test]

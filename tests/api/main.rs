@@ -3,9 +3,11 @@
 //! Database tests need DATABASE_URL (a server where databases can be created); each gets a
 //! fresh migrated database from `#[sqlx::test]`.
 
+mod documents;
 mod embed;
 mod extract;
 mod jobs_api;
+mod pipeline;
 mod queue;
 mod support;
 mod worker;

@@ -1,11 +1,20 @@
 //! What the tests share: a real HTTP server on loopback over a test database, the URL of that
-//! database for child processes, and small queue helpers.
+//! database for child processes, small queue helpers, and the pipeline wired as `docket serve`
+//! wires it (real extraction child, hash or OpenAI-compatible embedder) for driving uploads.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits};
+use docket::extract::PdfLimits;
 use docket::http::{self, AppState};
+use docket::pipeline::chunk::ChunkConfig;
+use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::{self, JobId, NewJob, Queue};
+use docket::testkit::embedding_server::EmbeddingServer;
+use docket::worker::{Registry, Worker, WorkerConfig};
+use reqwest::StatusCode;
+use serde_json::Value;
 
 /// A running API on 127.0.0.1 and a client for it.
 pub struct Api {
@@ -28,12 +37,21 @@ impl Api {
 
 /// Serves the real router for `pool` on a loopback port; `token` protects `/api` when set.
 pub async fn spawn_api(pool: sqlx::PgPool, token: Option<&str>) -> Api {
+    spawn_api_with_limit(pool, token, 1024 * 1024).await
+}
+
+/// [`spawn_api`] with a chosen per-file upload limit.
+pub async fn spawn_api_with_limit(
+    pool: sqlx::PgPool,
+    token: Option<&str>,
+    max_upload_bytes: u64,
+) -> Api {
     let state = AppState {
         queue: Queue::new(pool.clone(), Duration::from_secs(30)),
         pool,
         job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
         api_token: token.map(Arc::from),
-        max_upload_bytes: 1024 * 1024,
+        max_upload_bytes,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -103,4 +121,138 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The bytes of `fixtures/<relative>`.
+pub fn fixture(relative: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(relative);
+    std::fs::read(&path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()))
+}
+
+/// PDF limits with the real `docket __extract-pdf` child, bounded so a hostile file cannot
+/// stall a test for the production minute.
+pub fn pdf_limits() -> PdfLimits {
+    PdfLimits {
+        timeout: Duration::from_secs(15),
+        ..PdfLimits::new(env!("CARGO_BIN_EXE_docket").into())
+    }
+}
+
+/// A prepared pipeline (model version registered and active) embedding with `embedder`.
+pub async fn pipeline(pool: &sqlx::PgPool, embedder: Embedder) -> Arc<Pipeline> {
+    let pipeline = Pipeline::new(pool.clone(), embedder, ChunkConfig::default(), pdf_limits());
+    pipeline
+        .prepare()
+        .await
+        .expect("register the model version");
+    Arc::new(pipeline)
+}
+
+/// The offline pipeline: the deterministic hashing embedder.
+pub async fn hash_pipeline(pool: &sqlx::PgPool) -> Arc<Pipeline> {
+    pipeline(pool, Embedder::Hash(HashEmbedder::new(64))).await
+}
+
+/// An OpenAI-compatible embedder for `server`, with `tweak` applied to its settings.
+pub fn openai_embedder(
+    server: &EmbeddingServer,
+    dims: u32,
+    limits: RateLimits,
+    tweak: impl FnOnce(&mut OpenAiConfig),
+) -> Embedder {
+    let mut config = OpenAiConfig::new(server.base_url.clone(), "docket-test-embedder");
+    config.dimensions = Some(dims);
+    tweak(&mut config);
+    let limiter = Arc::new(Limiter::new(limits));
+    Embedder::OpenAi(OpenAiEmbedder::new(config, limiter).expect("embedder config"))
+}
+
+/// A worker running only the pipeline's handlers, `embed` jobs `embed_concurrency` at a time.
+pub fn pipeline_worker(
+    pool: &sqlx::PgPool,
+    pipeline: &Arc<Pipeline>,
+    embed_concurrency: usize,
+) -> Worker {
+    let mut registry = Registry::new();
+    pipeline.register(
+        &mut registry,
+        PipelineConcurrency {
+            extract: 2,
+            embed: embed_concurrency,
+        },
+    );
+    let lease = Duration::from_secs(30);
+    let mut config = WorkerConfig::for_lease(lease);
+    config.poll_interval = Duration::from_millis(100);
+    Worker::new(Queue::new(pool.clone(), lease), registry, config)
+}
+
+/// Runs `worker` step by step until no job is ready or running, moving backoff delays to now
+/// instead of sleeping through them. Panics after `limit` rounds.
+pub async fn drive(pool: &sqlx::PgPool, worker: &Worker, limit: usize) {
+    for _ in 0..limit {
+        worker.run_until_idle().await.expect("run jobs");
+        let pending: i64 =
+            sqlx::query_scalar("select count(*) from jobs where status in ('ready', 'running')")
+                .fetch_one(pool)
+                .await
+                .expect("count pending jobs");
+        if pending == 0 {
+            return;
+        }
+        make_due(pool).await;
+    }
+    panic!("jobs still pending after {limit} rounds");
+}
+
+/// Sends `files` as one multipart upload; answers the status and the JSON body.
+pub async fn upload(api: &Api, files: &[(&str, Vec<u8>)]) -> (StatusCode, Value) {
+    let mut form = reqwest::multipart::Form::new();
+    for (name, bytes) in files {
+        form = form.part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes.clone()).file_name((*name).to_owned()),
+        );
+    }
+    let response = api
+        .client
+        .post(api.url("/api/documents"))
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload request");
+    let status = response.status();
+    (status, response.json().await.expect("upload answers JSON"))
+}
+
+/// Uploads one new file and returns its document id.
+pub async fn upload_one(api: &Api, name: &str, bytes: Vec<u8>) -> i64 {
+    let (status, body) = upload(api, &[(name, bytes)]).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["results"][0]["document"]["id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no document id in {body}"))
+}
+
+/// `GET /api/documents/{id}` as JSON (panics unless 200).
+pub async fn document(api: &Api, id: i64) -> Value {
+    let response = api
+        .client
+        .get(api.url(&format!("/api/documents/{id}")))
+        .send()
+        .await
+        .expect("get document");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.expect("document JSON")
+}
+
+/// The texts of a document's chunks with their pages, in order.
+pub async fn chunks(pool: &sqlx::PgPool, id: i64) -> Vec<(i32, String)> {
+    sqlx::query_as("select page, text from chunks where document_id = $1 order by chunk_index")
+        .bind(id)
+        .fetch_all(pool)
+        .await
+        .expect("chunks")
 }
