@@ -29,9 +29,18 @@ pub struct PgCronJob {
     pub command: String,
 }
 
-/// The pg_cron job name of schedule `name` for docket database `database`.
+/// The pg_cron job name of schedule `name` for docket database `database`:
+/// `docket:<database>:<name>`, or, when that passes PostgreSQL's 63-byte `name` limit (which
+/// would silently truncate it and make two names collide), `docket:<digest of database>:<name>`.
 pub fn job_name(database: &str, name: &str) -> String {
-    format!("docket:{database}:{name}")
+    let full = format!("docket:{database}:{name}");
+    if full.len() <= 63 {
+        return full;
+    }
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(database.as_bytes()));
+    let short: String = name.chars().take(63 - 7 - 13).collect();
+    format!("docket:{}:{short}", &digest[..12])
 }
 
 /// Registers schedule `name` as a pg_cron job (or updates the one registered before).

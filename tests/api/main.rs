@@ -7,5 +7,6 @@ mod embed;
 mod extract;
 mod jobs_api;
 mod queue;
+mod schedule;
 mod support;
 mod worker;
