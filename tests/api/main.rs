@@ -6,6 +6,8 @@
 mod embed;
 mod extract;
 mod jobs_api;
+mod metrics;
+mod models;
 mod queue;
 mod schedule;
 mod support;
