@@ -32,11 +32,13 @@ struct Histogram {
     sum: f64,
 }
 
+/// A counter's identity: its family and its label pairs (in a fixed order per family).
+type SeriesKey = (&'static str, Vec<(&'static str, String)>);
+
 /// Counters of this process.
 #[derive(Default)]
 pub struct Metrics {
-    /// (family, sorted label pairs) → value.
-    counters: Mutex<BTreeMap<(&'static str, Vec<(&'static str, String)>), u64>>,
+    counters: Mutex<BTreeMap<SeriesKey, u64>>,
     /// model → latency histogram of embedding calls.
     latency: Mutex<BTreeMap<String, Histogram>>,
     /// The rate limiters whose waiting time is reported.

@@ -79,13 +79,19 @@ pub(crate) async fn execute(
         Ok(Outcome::Complete) => match &acker {
             // The completer outlives every executor; should it be gone, complete directly.
             Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
-                Ok(()) => return metrics.job_completed(&kind),
+                Ok(()) => {
+                    metrics.job_completed(&kind);
+                    return;
+                }
                 Err(_) => shared.queue.complete(&lease).await,
             },
             Acker::Direct => shared.queue.complete(&lease).await,
         }
         .inspect(|()| metrics.job_completed(&kind)),
-        Ok(Outcome::CompletedInTransaction) => Ok(metrics.job_completed(&kind)),
+        Ok(Outcome::CompletedInTransaction) => {
+            metrics.job_completed(&kind);
+            Ok(())
+        }
         Err(JobError::Retry { error, after }) => {
             let backoff = shared.config.retry_policy.delay(attempt);
             let delay = after.map_or(backoff, |after| after.max(backoff));
