@@ -71,6 +71,20 @@ pub async fn view(
     })
 }
 
+/// A schedule may only enqueue kinds this deployment runs, or its jobs would wait forever.
+fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
+    if state.job_kinds.iter().any(|k| k == kind) {
+        return Ok(());
+    }
+    Err(ApiError::Unprocessable {
+        code: "unknown_job_kind",
+        message: format!(
+            "no handler runs jobs of kind {kind:?}; known kinds: {}",
+            state.job_kinds.join(", ")
+        ),
+    })
+}
+
 /// `GET /api/schedules`.
 pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let now = Utc::now();
@@ -86,6 +100,7 @@ pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    check_kind(&state, &body.kind)?;
     let now = Utc::now();
     let created = schedule::store::create(&state.pool, &body, now).await?;
     Ok((
@@ -109,6 +124,9 @@ pub async fn update(
     Path(name): Path<String>,
     Json(body): Json<ScheduleUpdate>,
 ) -> Result<Json<ScheduleView>, ApiError> {
+    if let Some(kind) = &body.kind {
+        check_kind(&state, kind)?;
+    }
     let updated = schedule::store::update(&state.pool, &name, &body).await?;
     Ok(Json(view(&state.pool, updated, Utc::now()).await?))
 }

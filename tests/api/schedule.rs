@@ -252,6 +252,7 @@ async fn daily_0230_runs_once_on_the_fall_back_day(pool: PgPool) {
             ("2026-11-03".to_owned(), "01:30 EST".to_owned()),
         ]
     );
+    // The same run fired ny-0230 too; an empty interval only reads its firings back.
     let dates: BTreeSet<(String, String)> = local_firing_dates(&pool, "ny-0230", zone, to, to)
         .await
         .into_iter()
