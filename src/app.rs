@@ -1,5 +1,6 @@
-//! Wiring: one configuration in, a running process out. `serve` runs HTTP, workers and
-//! maintenance; `worker` runs workers and maintenance. Both stop gracefully on one shutdown
+//! Wiring: one configuration in, a running process out. `serve` runs HTTP, workers,
+//! maintenance and the scheduler loop; `worker` runs workers, maintenance and the scheduler loop
+//! (one process leads the scheduler at a time, see [`crate::schedule::leader`]). Both stop gracefully on one shutdown
 //! future (SIGINT/SIGTERM in the binary, anything in tests).
 
 use std::net::SocketAddr;
@@ -66,6 +67,12 @@ pub async fn pipeline(
         .await
         .context("registering the embedding model version")?;
     tracing::info!(model_version = %pipeline.model.model_version, "embedding model version");
+    if let Some(limiter) = pipeline.embedder.limiter() {
+        crate::metrics::global().watch_limiter(limiter);
+    }
+    crate::schedule::store::ensure_builtin(pool, chrono::Utc::now())
+        .await
+        .context("creating the built-in schedules")?;
     Ok(Arc::new(pipeline))
 }
 
@@ -208,9 +215,18 @@ fn spawn_background(
     let maintenance = tokio::spawn(crate::maintenance::run(
         queue.clone(),
         settings.maintenance(),
-        stop,
+        stop.clone(),
     ));
+    let scheduler = (!settings.no_scheduler).then(|| {
+        let scheduler = crate::schedule::Scheduler::new(queue.pool().clone(), settings.scheduler());
+        tokio::spawn(scheduler.run(stop))
+    });
     async move {
+        if let Some(scheduler) = scheduler
+            && let Err(err) = scheduler.await
+        {
+            tracing::error!(error = %err, "the scheduler task failed");
+        }
         if let Err(err) = worker.await {
             tracing::error!(error = %err, "the worker task failed");
         }

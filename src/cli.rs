@@ -34,6 +34,20 @@ enum Command {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// Recurring schedules: list, add, remove, enable, disable, run now, show, pg_cron.
+    Schedule {
+        #[command(flatten)]
+        database: DatabaseConfig,
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
+    /// Embedding model versions: list, add, activate.
+    Models {
+        #[command(flatten)]
+        database: DatabaseConfig,
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// Benchmarks; each prints a table and, last, one JSON line.
     Bench {
         #[command(subcommand)]
@@ -58,6 +72,66 @@ enum JobsCommand {
     Retry { id: i64 },
     /// Cancel a ready or running job.
     Cancel { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScheduleCommand {
+    /// Every schedule with its last and next firing.
+    List,
+    /// Create a schedule.
+    Add {
+        name: String,
+        /// Five cron fields, quoted: "0 2 * * *".
+        cron: String,
+        /// The job kind each firing enqueues.
+        kind: String,
+        /// IANA time zone the cron fields are read in.
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// JSON object payload of the job.
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// Missed firings younger than this many seconds are enqueued after downtime.
+        #[arg(long, default_value_t = 86_400)]
+        backfill_secs: i64,
+        /// Create it disabled.
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// Delete a schedule.
+    Remove { name: String },
+    /// Turn a schedule on.
+    Enable { name: String },
+    /// Turn a schedule off.
+    Disable { name: String },
+    /// Enqueue a schedule's job now, outside its timetable.
+    RunNow { name: String },
+    /// One schedule as JSON; for nightly-reembed, what its next run will send.
+    Show { name: String },
+    /// Register the schedule's firing as a pg_cron job (UTC schedules; pg_cron 1.4+).
+    InstallPgCron { name: String },
+    /// Remove the schedule's pg_cron job.
+    UninstallPgCron { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelsCommand {
+    /// Every version, with the progress of its embedding sets.
+    List,
+    /// Register a version (not active until `activate`).
+    Add {
+        /// hash or openai.
+        provider: String,
+        /// v1 for hash; the API's model name for openai.
+        model: String,
+        dims: i32,
+        #[arg(long, default_value_t = 200)]
+        chunk_tokens: i32,
+        #[arg(long, default_value_t = 30)]
+        chunk_overlap: i32,
+    },
+    /// Make a version the active one; the nightly reembed fills its sets.
+    Activate { version: String },
 }
 
 /// Entry point of the binary.
@@ -117,8 +191,183 @@ async fn run(command: Command) -> anyhow::Result<()> {
             )
             .await
         }
+        Command::Schedule { database, command } => {
+            let pool = crate::app::connect(&database).await?;
+            schedule(&pool, &database.database_url, command).await
+        }
+        Command::Models { database, command } => {
+            let pool = crate::app::connect(&database).await?;
+            models(&pool, command).await
+        }
         Command::Bench { command } => crate::bench::run(command).await,
     }
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).context("rendering JSON")?
+    );
+    Ok(())
+}
+
+async fn schedule(
+    pool: &sqlx::PgPool,
+    database_url: &str,
+    command: ScheduleCommand,
+) -> anyhow::Result<()> {
+    use crate::schedule::{self, store};
+    let now = chrono::Utc::now();
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or_else(
+            || "-".to_owned(),
+            |t| t.format("%Y-%m-%d %H:%M UTC").to_string(),
+        )
+    };
+    match command {
+        ScheduleCommand::List => {
+            println!(
+                "{:<24} {:<14} {:<18} {:<12} {:<8} {:<21} next",
+                "name", "cron", "zone", "kind", "enabled", "last"
+            );
+            for s in store::list(pool).await? {
+                println!(
+                    "{:<24} {:<14} {:<18} {:<12} {:<8} {:<21} {}",
+                    s.name,
+                    s.cron,
+                    s.timezone,
+                    s.kind,
+                    s.enabled,
+                    time(s.last_fired_for),
+                    time(s.next_firing(now))
+                );
+            }
+        }
+        ScheduleCommand::Add {
+            name,
+            cron,
+            kind,
+            timezone,
+            payload,
+            backfill_secs,
+            disabled,
+        } => {
+            let payload = serde_json::from_str(&payload).context("--payload is not JSON")?;
+            let new = store::NewSchedule {
+                name,
+                cron,
+                timezone,
+                kind,
+                payload,
+                enabled: !disabled,
+                backfill_secs,
+            };
+            let created = store::create(pool, &new, now).await?;
+            println!(
+                "schedule {} created; next firing {}",
+                created.name,
+                time(created.next_firing(now))
+            );
+        }
+        ScheduleCommand::Remove { name } => {
+            store::remove(pool, &name).await?;
+            println!("schedule {name} removed");
+        }
+        ScheduleCommand::Enable { name } => {
+            let s = store::set_enabled(pool, &name, true).await?;
+            println!(
+                "schedule {} enabled; next firing {}",
+                s.name,
+                time(s.next_firing(now))
+            );
+        }
+        ScheduleCommand::Disable { name } => {
+            store::set_enabled(pool, &name, false).await?;
+            println!("schedule {name} disabled");
+        }
+        ScheduleCommand::RunNow { name } => {
+            let enqueued = schedule::run_now(pool, &name, now).await?;
+            println!("schedule {name}: job {} enqueued", enqueued.id);
+        }
+        ScheduleCommand::Show { name } => {
+            let s = store::get(pool, &name).await?;
+            let view = crate::http::schedules::view(pool, s, now).await?;
+            print_json(&view)?;
+        }
+        ScheduleCommand::InstallPgCron { name } => {
+            let job = schedule::pg_cron::install(pool, database_url, &name).await?;
+            println!(
+                "pg_cron job {} ({}) in database {} runs `{}` at \"{}\" (GMT) in database {}",
+                job.jobid,
+                job.jobname,
+                job.cron_database,
+                job.command,
+                job.schedule,
+                job.target_database
+            );
+        }
+        ScheduleCommand::UninstallPgCron { name } => {
+            if schedule::pg_cron::uninstall(pool, database_url, &name).await? {
+                println!("pg_cron job of {name} removed");
+            } else {
+                println!("schedule {name} had no pg_cron job");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn models(pool: &sqlx::PgPool, command: ModelsCommand) -> anyhow::Result<()> {
+    use crate::models;
+    match command {
+        ModelsCommand::List => {
+            println!(
+                "{:<40} {:<7} {:>9} {:>9} {:>11}",
+                "model version", "active", "complete", "of", "searchable"
+            );
+            for m in models::list(pool).await? {
+                println!(
+                    "{:<40} {:<7} {:>9} {:>9} {:>11}",
+                    m.version.model_version,
+                    m.active,
+                    m.documents_complete,
+                    m.documents_total,
+                    m.documents_searchable
+                );
+            }
+        }
+        ModelsCommand::Add {
+            provider,
+            model,
+            dims,
+            chunk_tokens,
+            chunk_overlap,
+        } => {
+            let version = models::add(
+                pool,
+                &models::NewModelVersion {
+                    provider,
+                    model,
+                    dims,
+                    chunk_tokens,
+                    chunk_overlap,
+                },
+            )
+            .await?;
+            println!(
+                "model version {} registered (not active)",
+                version.model_version
+            );
+        }
+        ModelsCommand::Activate { version } => {
+            let version = models::switch_to(pool, &version).await?;
+            println!(
+                "model version {} is active; documents move over as their sets complete (nightly-reembed, or `docket schedule run-now nightly-reembed`)",
+                version.model_version
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn jobs(queue: Queue, command: JobsCommand) -> anyhow::Result<()> {

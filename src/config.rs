@@ -51,6 +51,15 @@ pub struct WorkerSettings {
     /// Hours a `done` job is kept before it is pruned.
     #[arg(long, env = "DOCKET_RETENTION_HOURS", default_value_t = 168)]
     pub retention_hours: u64,
+
+    /// Do not run the scheduler loop in this process (another process, or pg_cron, fires).
+    #[arg(long, env = "DOCKET_NO_SCHEDULER")]
+    pub no_scheduler: bool,
+
+    /// Seconds between scheduler steps: how late a firing may be, and how soon a follower
+    /// replaces a dead leader.
+    #[arg(long, env = "DOCKET_SCHEDULER_TICK_SECS", default_value_t = 15)]
+    pub scheduler_tick_secs: u64,
 }
 
 impl WorkerSettings {
@@ -71,6 +80,13 @@ impl WorkerSettings {
             rescue_every: Duration::from_secs(self.rescue_secs.max(1)),
             retention: Duration::from_secs(self.retention_hours * 3600),
             ..crate::maintenance::MaintenanceConfig::default()
+        }
+    }
+
+    /// The scheduler loop's settings.
+    pub fn scheduler(&self) -> crate::schedule::SchedulerConfig {
+        crate::schedule::SchedulerConfig {
+            tick: Duration::from_secs(self.scheduler_tick_secs.max(1)),
         }
     }
 

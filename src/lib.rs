@@ -17,6 +17,8 @@
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
 //! | [`http`] | the axum API, health, and the static page |
+//! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
+//! | [`metrics`] | `/metrics`: per-process counters and database gauges in the Prometheus text format |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
@@ -41,8 +43,10 @@ pub mod embed;
 pub mod extract;
 pub mod http;
 pub mod maintenance;
+pub mod metrics;
 pub mod models;
 pub mod pipeline;
 pub mod queue;
+pub mod schedule;
 pub mod testkit;
 pub mod worker;

@@ -52,6 +52,7 @@ pub async fn rescue_all(queue: &Queue, batch: usize) {
     loop {
         match queue.rescue_expired(batch).await {
             Ok(rescued) => {
+                crate::metrics::global().leases_reaped(rescued.requeued, rescued.dead);
                 let n = rescued.requeued + rescued.dead;
                 if n > 0 {
                     tracing::warn!(

@@ -3,6 +3,11 @@
 //! A model version is registered once (a row in `embedding_models` and its own partial HNSW
 //! index over `embeddings`), and exactly one is active: the one search uses. Vectors of
 //! different versions never mix, because every query and index is filtered by the version.
+//!
+//! Switching: [`switch_to`] flips `active`, but search reads each document under the version
+//! named by the `document_search_versions` view: the active one once the document's set under
+//! it is complete, otherwise its newest complete set. The nightly `reembed` job fills the new
+//! sets; [`list`] shows how far each version has come.
 
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -123,4 +128,136 @@ pub async fn active(pool: &PgPool) -> Result<Option<ModelVersion>, sqlx::Error> 
     )
     .fetch_optional(pool)
     .await
+}
+
+/// One version, by name.
+pub async fn get(pool: &PgPool, model_version: &str) -> Result<Option<ModelVersion>, sqlx::Error> {
+    sqlx::query_as(
+        "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
+         from embedding_models
+         where model_version = $1",
+    )
+    .bind(model_version)
+    .fetch_optional(pool)
+    .await
+}
+
+/// A version as people list it: whether it is active and how far its sets have come.
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct ModelVersionStatus {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub version: ModelVersion,
+    pub active: bool,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Documents whose set under this version is complete.
+    pub documents_complete: i64,
+    /// Documents that have chunks (what a complete switch covers).
+    pub documents_total: i64,
+    /// Documents search currently reads under this version (`document_search_versions`).
+    pub documents_searchable: i64,
+}
+
+/// Every version, the active one first, with the progress of its sets.
+pub async fn list(pool: &PgPool) -> Result<Vec<ModelVersionStatus>, sqlx::Error> {
+    sqlx::query_as(
+        "select m.model_version, m.provider, m.model, m.dims, m.chunk_tokens, m.chunk_overlap,
+                m.active, m.created_at,
+                (select count(*) from embedding_sets_complete c
+                 where c.model_version = m.model_version) as documents_complete,
+                (select count(distinct document_id) from chunks) as documents_total,
+                (select count(*) from document_search_versions v
+                 where v.model_version = m.model_version) as documents_searchable
+         from embedding_models m
+         order by m.active desc, m.created_at, m.model_version",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Why a version cannot be added.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("model version {0} not found")]
+    NotFound(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// What names a new version.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewModelVersion {
+    /// `hash` or `openai`.
+    pub provider: String,
+    /// `v1` for hash; the API's model name for openai.
+    pub model: String,
+    pub dims: i32,
+    pub chunk_tokens: i32,
+    pub chunk_overlap: i32,
+}
+
+impl NewModelVersion {
+    /// The version these settings name, if they make sense.
+    pub fn version(&self) -> Result<ModelVersion, ModelError> {
+        match self.provider.as_str() {
+            "hash" if self.model == "v1" => {}
+            "hash" => {
+                return Err(ModelError::Invalid(
+                    "the hash provider has one model, v1".into(),
+                ));
+            }
+            "openai" if !self.model.is_empty() && !self.model.contains(':') => {}
+            "openai" => {
+                return Err(ModelError::Invalid(
+                    "an openai model name is non-empty and has no ':'".into(),
+                ));
+            }
+            other => {
+                return Err(ModelError::Invalid(format!(
+                    "unknown provider {other:?}; expected hash or openai"
+                )));
+            }
+        }
+        if !(1..=16_000).contains(&self.dims) {
+            return Err(ModelError::Invalid("dims must be 1 to 16000".into()));
+        }
+        if self.chunk_tokens < 16 || !(0..self.chunk_tokens).contains(&self.chunk_overlap) {
+            return Err(ModelError::Invalid(
+                "chunk_tokens is at least 16 and larger than chunk_overlap (>= 0)".into(),
+            ));
+        }
+        Ok(ModelVersion {
+            model_version: format!(
+                "{}:{}:{}:c{}o{}",
+                self.provider, self.model, self.dims, self.chunk_tokens, self.chunk_overlap
+            ),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            dims: self.dims,
+            chunk_tokens: self.chunk_tokens,
+            chunk_overlap: self.chunk_overlap,
+        })
+    }
+}
+
+/// Registers a new version (idempotent) without activating it.
+pub async fn add(pool: &PgPool, new: &NewModelVersion) -> Result<ModelVersion, ModelError> {
+    let version = new.version()?;
+    register(pool, &version).await?;
+    Ok(version)
+}
+
+/// Activates a registered version: search keeps each document on its old version until the
+/// new set is complete (`document_search_versions`); the nightly reembed fills the sets.
+pub async fn switch_to(pool: &PgPool, model_version: &str) -> Result<ModelVersion, ModelError> {
+    let version = get(pool, model_version)
+        .await?
+        .ok_or_else(|| ModelError::NotFound(model_version.to_owned()))?;
+    if !activate(pool, model_version).await? {
+        return Err(ModelError::NotFound(model_version.to_owned()));
+    }
+    Ok(version)
 }

@@ -2,7 +2,7 @@
 //!
 //! [`router`] builds everything from an [`AppState`], so tests call it on a listener bound to
 //! port 0; [`serve`] runs it until a shutdown future resolves. `/api` requires the bearer token
-//! when one is configured; health and the page stay open.
+//! when one is configured; health, `/metrics` and the page stay open.
 
 mod auth;
 mod documents;
@@ -10,7 +10,10 @@ pub mod error;
 mod health;
 pub mod input;
 mod jobs;
+mod metrics;
+mod models;
 mod page;
+pub mod schedules;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -59,6 +62,16 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/documents/{id}/file", get(documents::file))
         .route("/documents/{id}/reprocess", post(documents::reprocess))
+        .route("/schedules", get(schedules::list).post(schedules::create))
+        .route(
+            "/schedules/{name}",
+            get(schedules::get)
+                .patch(schedules::update)
+                .delete(schedules::delete),
+        )
+        .route("/schedules/{name}/run-now", post(schedules::run_now))
+        .route("/models", get(models::list).post(models::add))
+        .route("/models/{version}/activate", post(models::activate))
         .fallback(api_not_found)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -71,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .route("/app.css", get(page::style))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
         .nest("/api", api)
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -3,6 +3,11 @@
 //! Resumable: each batch of vectors is upserted as soon as the provider returns it, and a
 //! (re)started job embeds only the chunks that have no vector yet under this version. The set
 //! row, the document's `ready` status and this job's completion commit together at the end.
+//!
+//! Text is never paid for twice under one version: chunks whose content hash already has a
+//! vector under the version (in any document) get a copy before anything is sent, and repeated
+//! text within one request is sent once. The job may name any registered version this process
+//! can build an embedder for ([`Pipeline::embedder_for`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,16 +36,48 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         model_version,
     } = job.payload()?;
     let pool = &pipeline.pool;
-    if model_version != pipeline.model.model_version {
-        let message = format!(
-            "this job asks for model version {model_version}, but this worker embeds with {}",
-            pipeline.model.model_version
-        );
-        documents::set_failed(pool, document_id, "model_version_mismatch", &message)
-            .await
-            .retryable()?;
-        return Err(JobError::Fatal(anyhow::anyhow!(message)));
-    }
+    let Some(version) = crate::models::get(pool, &model_version).await.retryable()? else {
+        return Err(JobError::Fatal(anyhow::anyhow!(
+            "model version {model_version} is not registered"
+        )));
+    };
+    // A process embeds its own version and the versions it can build from its configuration
+    // (see Pipeline::embedder_for); for any other the job dies with the reason. The document is
+    // left alone: it may be searchable under another version.
+    let embedder = pipeline
+        .embedder_for(&version)
+        .map_err(|reason| JobError::Fatal(anyhow::anyhow!(reason)))?;
+
+    // Never pay twice for the same text: a chunk whose text already has a vector under this
+    // version (in any document) gets a copy of it.
+    let copied = sqlx::query(
+        "insert into embeddings (document_id, model_version, chunk_index, embedding)
+         select c.document_id, $2, c.chunk_index, source.embedding
+         from chunks c
+         cross join lateral (
+             select e.embedding
+             from chunks o
+             join embeddings e
+               on e.document_id = o.document_id
+              and e.chunk_index = o.chunk_index
+              and e.model_version = $2
+             where o.content_hash = c.content_hash
+             limit 1) source
+         where c.document_id = $1
+           and not exists (
+               select 1 from embeddings x
+               where x.document_id = c.document_id
+                 and x.model_version = $2
+                 and x.chunk_index = c.chunk_index)
+         on conflict (document_id, model_version, chunk_index) do nothing",
+    )
+    .bind(document_id.0)
+    .bind(&model_version)
+    .execute(pool)
+    .await
+    .retryable()?
+    .rows_affected();
+    crate::metrics::global().embeddings_reused(&model_version, copied);
 
     let missing: Vec<(i32, String)> = sqlx::query_as(
         "select c.chunk_index, c.text
@@ -59,14 +96,38 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     .await
     .retryable()?;
 
-    for batch in missing.chunks(pipeline.embedder.max_batch().max(1)) {
-        let texts: Vec<String> = batch.iter().map(|(_, text)| text.clone()).collect();
-        let vectors = match pipeline.embedder.embed(&texts).await {
+    for batch in missing.chunks(embedder.max_batch().max(1)) {
+        // Repeated text within a batch is sent once.
+        let mut texts: Vec<String> = Vec::with_capacity(batch.len());
+        let mut slots: Vec<usize> = Vec::with_capacity(batch.len());
+        for (_, text) in batch {
+            let slot = match texts.iter().position(|t| t == text) {
+                Some(slot) => slot,
+                None => {
+                    texts.push(text.clone());
+                    texts.len() - 1
+                }
+            };
+            slots.push(slot);
+        }
+        let started = std::time::Instant::now();
+        let result = embedder.embed(&texts).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(err) if err.is_rate_limited() => "rate_limited",
+            Err(err) => err.code(),
+        };
+        crate::metrics::global().embedding_call(&model_version, outcome, started.elapsed());
+        let unique = match result {
             Ok(vectors) => vectors,
             Err(err) => return Err(embedding_failed(&pipeline, document_id, err).await),
         };
         let indexes: Vec<i32> = batch.iter().map(|(index, _)| *index).collect();
-        let vectors: Vec<Vector> = vectors.into_iter().map(Vector::from).collect();
+        let vectors: Vec<Vector> = slots
+            .iter()
+            .filter_map(|slot| unique.get(*slot))
+            .map(|v| Vector::from(v.clone()))
+            .collect();
         // A checkpoint per batch: a crash after this point does not pay for these again.
         sqlx::query(
             "insert into embeddings (document_id, model_version, chunk_index, embedding)
@@ -128,7 +189,7 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
-    tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), %model_version, "embedded");
+    tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), copied, %model_version, "embedded");
     Ok(Outcome::CompletedInTransaction)
 }
 

@@ -1,6 +1,8 @@
 //! The pipeline: the job handlers that turn an uploaded document into searchable vectors.
 //!
-//! `extract` (bytes → pages → chunks) then `embed` (chunks → vectors for one model version).
+//! `extract` (bytes → pages → chunks) then `embed` (chunks → vectors for one model version);
+//! `reembed` (run by the nightly schedule) enqueues `embed` for documents whose set under the
+//! active version is missing or incomplete.
 //! Each step is a durable checkpoint: its output, the next step's job and its own completion
 //! commit in one transaction, fenced by the job's lease. A crash resumes from the last
 //! checkpoint: extraction reruns as a whole (it is one step), embedding resumes at the first
@@ -11,15 +13,19 @@
 pub mod chunk;
 mod embed;
 mod extract;
+pub mod reembed;
 
 use std::sync::Arc;
 
 use crate::documents::{self, DocumentId, EMBED_JOB, EXTRACT_JOB};
-use crate::embed::Embedder;
+use crate::embed::{Embedder, HashEmbedder};
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
 use crate::worker::{Job, JobError, Outcome, Registry};
 use chunk::ChunkConfig;
+
+/// The job kind that enqueues embed jobs for stale documents (see [`reembed`]).
+pub const REEMBED_JOB: &str = "reembed";
 
 /// What the pipeline's handlers need.
 pub struct Pipeline {
@@ -67,6 +73,49 @@ impl Pipeline {
         Ok(())
     }
 
+    /// The embedder that produces `version`'s vectors in this process, or why there is none.
+    ///
+    /// A process embeds its own version, any `hash:v1` version (hashing needs no
+    /// configuration, whatever the dimensions), and an `openai` version whose model and
+    /// dimensions are the ones this process is configured for (the API key and URL are
+    /// configuration, never stored). Chunking is part of a version, and chunks are shared by all
+    /// versions of a document, so a version whose chunking differs from this process's is refused:
+    /// its vectors would be labelled with settings that did not make the chunks.
+    pub fn embedder_for(&self, version: &ModelVersion) -> Result<Embedder, String> {
+        if version.model_version == self.model.model_version {
+            return Ok(self.embedder.clone());
+        }
+        let chunking_matches = usize::try_from(version.chunk_tokens).ok()
+            == Some(self.chunking.target_tokens)
+            && usize::try_from(version.chunk_overlap).ok() == Some(self.chunking.overlap_tokens);
+        if !chunking_matches {
+            return Err(format!(
+                "model version {} chunks with {} tokens and {} overlap, but this process chunks with {} and {}; run a worker configured with that chunking",
+                version.model_version,
+                version.chunk_tokens,
+                version.chunk_overlap,
+                self.chunking.target_tokens,
+                self.chunking.overlap_tokens
+            ));
+        }
+        let dims = usize::try_from(version.dims).unwrap_or(0);
+        match version.provider.as_str() {
+            "hash" if version.model == "v1" && dims > 0 => {
+                Ok(Embedder::Hash(HashEmbedder::new(dims)))
+            }
+            "openai"
+                if self.embedder.model_id()
+                    == format!("openai:{}:{}", version.model, version.dims) =>
+            {
+                Ok(self.embedder.clone())
+            }
+            _ => Err(format!(
+                "this process cannot embed under model version {}: it is configured for {}; run a worker with DOCKET_EMBEDDER and the provider settings of that version",
+                version.model_version, self.model.model_version
+            )),
+        }
+    }
+
     /// Adds the pipeline's handlers to `registry`.
     pub fn register(self: &Arc<Self>, registry: &mut Registry, concurrency: PipelineConcurrency) {
         let pipeline = self.clone();
@@ -86,6 +135,11 @@ impl Pipeline {
                 let outcome = embed::run(pipeline.clone(), job).await;
                 settle(&pipeline, last, outcome).await
             }
+        });
+        let pipeline = self.clone();
+        registry.register(REEMBED_JOB, 1, move |job| {
+            let pipeline = pipeline.clone();
+            async move { reembed::run(pipeline, job).await }
         });
     }
 }

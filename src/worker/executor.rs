@@ -74,16 +74,24 @@ pub(crate) async fn execute(
         }),
     };
 
+    let metrics = crate::metrics::global();
     let recorded = match outcome {
         Ok(Outcome::Complete) => match &acker {
             // The completer outlives every executor; should it be gone, complete directly.
             Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
-                Ok(()) => return,
+                Ok(()) => {
+                    metrics.job_completed(&kind);
+                    return;
+                }
                 Err(_) => shared.queue.complete(&lease).await,
             },
             Acker::Direct => shared.queue.complete(&lease).await,
-        },
-        Ok(Outcome::CompletedInTransaction) => Ok(()),
+        }
+        .inspect(|()| metrics.job_completed(&kind)),
+        Ok(Outcome::CompletedInTransaction) => {
+            metrics.job_completed(&kind);
+            Ok(())
+        }
         Err(JobError::Retry { error, after }) => {
             let backoff = shared.config.retry_policy.delay(attempt);
             let delay = after.map_or(backoff, |after| after.max(backoff));
@@ -92,10 +100,21 @@ pub(crate) async fn execute(
                 .queue
                 .retry(&lease, &message, delay, true)
                 .await
+                .inspect(|status| {
+                    metrics.job_failed(
+                        &kind,
+                        if *status == JobStatus::Dead {
+                            "dead"
+                        } else {
+                            "retry"
+                        },
+                    )
+                })
                 .map(|status| log_retry(&lease, &kind, status, delay, &message))
         }
         Err(JobError::RateLimited { reason, after }) => {
             tracing::info!(job = %lease.job_id, %kind, wait_ms = after.as_millis() as u64, "rate limited; rescheduled without spending an attempt");
+            metrics.job_failed(&kind, "rate_limited");
             shared
                 .queue
                 .retry(&lease, &format!("rate limited: {reason}"), after, false)
@@ -105,6 +124,7 @@ pub(crate) async fn execute(
         Err(JobError::Fatal(error)) => {
             let message = format!("{error:#}");
             tracing::warn!(job = %lease.job_id, %kind, error = %message, "permanent failure; job is dead");
+            metrics.job_failed(&kind, "dead");
             shared.queue.fail(&lease, &message).await
         }
     };

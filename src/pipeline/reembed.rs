@@ -1,0 +1,169 @@
+//! The reembed step: finds documents whose embedding set for a model version (the active one by
+//! default) is missing or incomplete, and enqueues their embed jobs in batches.
+//!
+//! "Incomplete" covers a new model version, runs that failed, and chunks that changed (a
+//! reprocess): see the `embedding_sets_complete` view. Each embed job's idempotency key names
+//! the version, the document, a digest of its current chunks and the UTC day, and documents that
+//! already have an embed job waiting or running for the version are passed over, so two runs on
+//! the same night enqueue the work once, and the next night retries what still failed.
+//!
+//! [`plan`] answers "what will the next run send?" without enqueueing anything: the chunks with
+//! no vector under the version whose text has no vector anywhere under it (those are copied, not
+//! sent; see the embed step), and their estimated tokens.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use super::Pipeline;
+use crate::documents::EMBED_JOB;
+use crate::queue::{self, NewJob};
+use crate::worker::{Job, JobError, Outcome, ResultExt};
+
+/// Documents looked at per batch (one statement and one transaction each).
+const BATCH: i64 = 500;
+
+/// A reembed job's payload: everything optional.
+#[derive(Debug, Default, Deserialize)]
+struct Payload {
+    /// The version to bring up to date; the active one when absent.
+    model_version: Option<String>,
+}
+
+/// What a reembed run would do, or did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReembedPlan {
+    /// Documents whose set is missing or incomplete.
+    pub documents: i64,
+    /// Chunks whose text must be sent to the provider (the rest are copied).
+    pub chunks: i64,
+    /// Their estimated tokens.
+    pub tokens: i64,
+}
+
+/// Documents that need embedding under `$1`: they have chunks, are not being extracted, and
+/// have no complete set under the version.
+const STALE: &str = "
+    select d.id
+    from documents d
+    where d.status not in ('uploaded', 'extracting')
+      and exists (select 1 from chunks c where c.document_id = d.id)
+      and not exists (
+          select 1 from embedding_sets_complete s
+          where s.document_id = d.id and s.model_version = $1)";
+
+pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
+    let payload: Payload = job.payload()?;
+    let pool = &pipeline.pool;
+    let version = match payload.model_version {
+        Some(version) => Some(version),
+        None => crate::models::active(pool)
+            .await
+            .retryable()?
+            .map(|m| m.model_version),
+    };
+    let Some(version) = version else {
+        tracing::info!("no active model version; nothing to re-embed");
+        return Ok(Outcome::Complete);
+    };
+    let enqueued = enqueue_stale(pool, &version, Utc::now())
+        .await
+        .retryable()?;
+    tracing::info!(model_version = %version, enqueued, "reembed enqueued embed jobs");
+    Ok(Outcome::Complete)
+}
+
+/// Enqueues an embed job under `model_version` for every stale document that has none waiting,
+/// in batches; returns how many jobs were new. `now` picks the day in the idempotency key.
+pub async fn enqueue_stale(
+    pool: &PgPool,
+    model_version: &str,
+    now: DateTime<Utc>,
+) -> Result<u64, queue::QueueError> {
+    let day = now.format("%Y-%m-%d").to_string();
+    let mut after = 0i64;
+    let mut created = 0u64;
+    loop {
+        let batch: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "select stale.id,
+                    (select md5(string_agg(encode(c.content_hash, 'hex'), ',' order by c.chunk_index))
+                     from chunks c where c.document_id = stale.id)
+             from ({STALE}) stale
+             where stale.id > $2
+               and not exists (
+                   select 1 from jobs j
+                   where j.kind = 'embed'
+                     and j.status in ('ready', 'running')
+                     and (j.payload ->> 'document_id')::bigint = stale.id
+                     and j.payload ->> 'model_version' = $1)
+             order by stale.id
+             limit $3"
+        )))
+        .bind(model_version)
+        .bind(after)
+        .bind(BATCH)
+        .fetch_all(pool)
+        .await?;
+        let Some((last, _)) = batch.last() else {
+            return Ok(created);
+        };
+        after = *last;
+        let jobs: Vec<NewJob> = batch
+            .iter()
+            .map(|(id, digest)| {
+                NewJob::new(
+                    EMBED_JOB,
+                    serde_json::json!({ "document_id": id, "model_version": model_version }),
+                )
+                .idempotency_key(format!("reembed:{model_version}:{id}:{digest}:{day}"))
+            })
+            .collect();
+        let mut tx = pool.begin().await?;
+        created += queue::enqueue_many(&mut tx, &jobs).await?;
+        tx.commit().await?;
+        if (batch.len() as i64) < BATCH {
+            return Ok(created);
+        }
+    }
+}
+
+/// What a reembed run under `model_version` would send now.
+pub async fn plan(pool: &PgPool, model_version: &str) -> Result<ReembedPlan, sqlx::Error> {
+    let (documents, chunks, tokens): (i64, i64, i64) =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "with stale as ({STALE}),
+         missing as (
+             select c.content_hash, c.token_count
+             from chunks c
+             join stale on stale.id = c.document_id
+             where not exists (
+                 select 1 from embeddings e
+                 where e.document_id = c.document_id
+                   and e.model_version = $1
+                   and e.chunk_index = c.chunk_index)),
+         to_send as (
+             select distinct on (m.content_hash) m.content_hash, m.token_count
+             from missing m
+             where not exists (
+                 select 1 from chunks o
+                 join embeddings e
+                   on e.document_id = o.document_id
+                  and e.chunk_index = o.chunk_index
+                  and e.model_version = $1
+                 where o.content_hash = m.content_hash))
+         select (select count(*) from stale),
+                count(*),
+                coalesce(sum(token_count), 0)::bigint
+         from to_send"
+        )))
+        .bind(model_version)
+        .fetch_one(pool)
+        .await?;
+    Ok(ReembedPlan {
+        documents,
+        chunks,
+        tokens,
+    })
+}
