@@ -17,6 +17,7 @@
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
 //! | [`http`] | the axum API, health, and the static page |
+//! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
@@ -40,6 +41,7 @@ pub mod documents;
 pub mod embed;
 pub mod extract;
 pub mod http;
+pub mod ingest;
 pub mod maintenance;
 pub mod models;
 pub mod pipeline;

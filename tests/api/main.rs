@@ -5,6 +5,7 @@
 
 mod embed;
 mod extract;
+mod ingest;
 mod jobs_api;
 mod queue;
 mod support;
