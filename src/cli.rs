@@ -48,6 +48,9 @@ enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
+    /// Upload files and folders through the HTTP API, with a progress bar and a summary.
+    #[command(after_help = crate::ingest::EXIT_STATUS_HELP)]
+    Ingest(crate::ingest::IngestArgs),
     /// Benchmarks; each prints a table and, last, one JSON line.
     Bench {
         #[command(subcommand)]
@@ -148,6 +151,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Command::Ingest(args) = cli.command {
+        // Ingest has exit codes of its own (rejected files vs. a run that could not finish).
+        return runtime.block_on(crate::ingest::run(args));
+    }
     match runtime.block_on(run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -200,6 +207,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
             models(&pool, command).await
         }
         Command::Bench { command } => crate::bench::run(command).await,
+        Command::Ingest(args) => {
+            // Handled in `main`, which returns its exit code; kept here so the match is total.
+            crate::ingest::run(args).await;
+            Ok(())
+        }
     }
 }
 

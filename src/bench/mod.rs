@@ -1,6 +1,8 @@
 //! `docket bench …`: measurements that compare docket side by side with a reference in one
 //! run, print a table, and end with one JSON line that scripts can compare across runs.
 
+mod extract;
+mod pipeline;
 mod queue;
 
 use clap::Subcommand;
@@ -11,11 +13,20 @@ pub enum BenchCommand {
     /// The job queue: enqueue rate, drain rate against the raw SQL ceiling, pickup latency,
     /// and graphile-worker on the same server.
     Queue(queue::QueueBench),
+    /// PDF extraction: our extract step against poppler's pdftotext on the same files, in
+    /// pages/s and MB/s, with the failures of each.
+    Extract(extract::ExtractBench),
+    /// The embedding path: documents/min through upload → ready against the test embedding
+    /// server at an RPM limit (achieved share of the limit), and the pipeline's own overhead
+    /// per chunk with no limit.
+    Pipeline(pipeline::PipelineBench),
 }
 
 /// Runs one benchmark.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Queue(args) => queue::run(args).await,
+        BenchCommand::Extract(args) => extract::run(args).await,
+        BenchCommand::Pipeline(args) => pipeline::run(args).await,
     }
 }

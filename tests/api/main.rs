@@ -6,6 +6,7 @@
 mod documents;
 mod embed;
 mod extract;
+mod ingest;
 mod jobs_api;
 mod metrics;
 mod models;
