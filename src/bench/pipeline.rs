@@ -491,6 +491,9 @@ fn serve_config(
             shutdown_grace_secs: 1,
             rescue_secs: 5,
             retention_hours: 168,
+            // The nightly schedule has nothing to do with this measurement.
+            no_scheduler: true,
+            scheduler_tick_secs: 15,
         },
         pipeline: PipelineSettings {
             embedder: match provider {

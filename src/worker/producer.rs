@@ -33,7 +33,11 @@ impl Producer {
     pub async fn run(self, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let batch = self.shared.config.claim_batch.max(1);
-        let streams = self.config.concurrency.div_ceil(batch).clamp(1, MAX_STREAMS);
+        let streams = self
+            .config
+            .concurrency
+            .div_ceil(batch)
+            .clamp(1, MAX_STREAMS);
         let this = Arc::new(self);
         let mut running = tokio::task::JoinSet::new();
         for _ in 0..streams {
