@@ -13,10 +13,11 @@
 //! | [`documents`] | document rows and their SQL; an upload, its bytes and its first job commit together |
 //! | [`pipeline`] | the job handlers: extract (bytes → chunks) and embed (chunks → vectors), each a checkpoint |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
+//! | [`search`] | vector (HNSW), full-text (+ trigram) and hybrid search over the chunks |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
-//! | [`http`] | the axum API, health, and the static page |
+//! | [`http`] | the axum API, server-sent events, health, and the static page |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
@@ -44,5 +45,6 @@ pub mod maintenance;
 pub mod models;
 pub mod pipeline;
 pub mod queue;
+pub mod search;
 pub mod testkit;
 pub mod worker;

@@ -7,5 +7,6 @@ mod embed;
 mod extract;
 mod jobs_api;
 mod queue;
+mod search;
 mod support;
 mod worker;

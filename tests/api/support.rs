@@ -28,7 +28,18 @@ impl Api {
 
 /// Serves the real router for `pool` on a loopback port; `token` protects `/api` when set.
 pub async fn spawn_api(pool: sqlx::PgPool, token: Option<&str>) -> Api {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let embedder = docket::embed::Embedder::Hash(docket::embed::HashEmbedder::new(384));
+    let model = docket::models::ModelVersion::of(
+        &embedder,
+        &docket::pipeline::chunk::ChunkConfig::default(),
+    );
+    let events = http::EventHub::start(pool.clone(), stop.clone());
+    // Tests watching events must not miss the first ones to a LISTEN still connecting.
+    events.listening().await;
     let state = AppState {
+        searcher: Arc::new(docket::search::Searcher::new(pool.clone(), embedder, model)),
+        events: events.clone(),
         queue: Queue::new(pool.clone(), Duration::from_secs(30)),
         pool,
         job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
@@ -39,7 +50,6 @@ pub async fn spawn_api(pool: sqlx::PgPool, token: Option<&str>) -> Api {
         .await
         .expect("bind loopback");
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
-    let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(http::serve(
         listener,
         http::router(state),
