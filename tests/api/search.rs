@@ -486,9 +486,8 @@ async fn document_and_job_changes_arrive_as_server_sent_events(pool: PgPool) {
         "{seen:?}"
     );
     assert!(
-        seen.iter().any(|e| e["type"] == "job"
-            && e["kind"] == "extract"
-            && e["document_id"] == id),
+        seen.iter()
+            .any(|e| e["type"] == "job" && e["kind"] == "extract" && e["document_id"] == id),
         "{seen:?}"
     );
     for event in &seen {
