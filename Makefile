@@ -30,7 +30,7 @@ export SQLX_OFFLINE ?= $(if $(wildcard .sqlx),true,)
 # is used unless one is set.
 COMPOSE_TOKEN ?= $(or $(DOCKET_API_TOKEN),validation-placeholder)
 
-.PHONY: help deps db db-stop clean-db run test lint fmt compose-check bench
+.PHONY: help deps db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
 
 help: ## Show this list of targets
 	@printf 'Usage: make <target> [VAR=value ...]\n\nTargets:\n'
@@ -55,10 +55,21 @@ run: deps ## Install, create the database, and serve on http://127.0.0.1:8080
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- serve $(SERVE_ARGS)
 
-test: deps lint compose-check ## Everything CI checks: format, clippy, compose file, all tests on PostgreSQL
+test: deps lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
+	@$(MAKE) --no-print-directory browser-test-run
+
+browser-test: deps ## The page in Debian's chromium against a real docket serve (screenshots in test-output/)
+	@$(MAKE) --no-print-directory browser-test-run
+
+# Without deps, so `make test` does not install twice. The tests start target/debug/docket on a
+# fresh database of their own (created and dropped on DATABASE_URL's server).
+browser-test-run:
+	@$(CARGO) build --quiet
+	@url="$$(scripts/db.sh)"; \
+	cd tests/browser && DATABASE_URL="$$url" node --test --test-concurrency=1 --test-reporter=tap
 
 lint: ## Check formatting and clippy (warnings are errors)
 	$(CARGO) fmt --all -- --check

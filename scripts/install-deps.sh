@@ -37,6 +37,7 @@ readonly APT_PACKAGES=(
   util-linux                        # prlimit, to limit that subprocess
   unzip                             # unpacking model archives
   docker-compose                    # only to validate docker-compose.yml (`make test`)
+  chromium                          # the browser tests' browser (driven by playwright-core)
 )
 
 say() { printf 'install-deps: %s\n' "$*" >&2; }
@@ -326,6 +327,53 @@ ensure_pgvector() {
   fi
 }
 
+# Node 20 or newer runs the browser tests (node --test, playwright-core). Bookworm's nodejs is
+# 18, so a newer node that is already installed is kept; otherwise Debian's packages are used
+# and the check below says what is missing.
+readonly NODE_MIN_MAJOR=20
+
+node_major() {
+  command -v node >/dev/null || return 0
+  node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p'
+}
+
+ensure_node() {
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    local missing=()
+    command -v node >/dev/null || missing+=(nodejs)
+    command -v npm >/dev/null || missing+=(npm)
+    say "installing: ${missing[*]}"
+    local log
+    log="$(mktemp "${TMPDIR:-/tmp}/docket-apt.XXXXXX")"
+    if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" >"$log" 2>&1; then
+      tail -n 30 "$log" >&2
+      die "apt-get failed; full log in $log"
+    fi
+    rm -f "$log"
+  fi
+  local major
+  major="$(node_major)"
+  if [[ -z "$major" || "$major" -lt $NODE_MIN_MAJOR ]]; then
+    die "the browser tests need Node.js $NODE_MIN_MAJOR or newer (found: $(node --version 2>/dev/null || echo none)); install a newer nodejs and rerun"
+  fi
+}
+
+# playwright-core from the committed lockfile; it drives Debian's chromium and never downloads a
+# browser. Skipped when node_modules already matches the lockfile (npm ci would delete and
+# reinstall it every time).
+ensure_browser_test_packages() {
+  local dir=tests/browser
+  [[ -f "$dir/package-lock.json" ]] || return 0
+  local stamp="$dir/node_modules/.package-lock.json"
+  if [[ -f "$stamp" && -d "$dir/node_modules/playwright-core" && "$stamp" -nt "$dir/package-lock.json" ]]; then
+    return 0
+  fi
+  say "installing the browser tests' npm packages (npm ci in $dir)"
+  (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent >&2) ||
+    die "npm ci failed in $dir"
+}
+
 main() {
   cd "$(dirname "${BASH_SOURCE[0]}")/.."
   require_debian
@@ -335,6 +383,8 @@ main() {
     ensure_cluster_running
   fi
   ensure_pgvector
+  ensure_node
+  ensure_browser_test_packages
   # Last: a missing toolchain needs the person's hand, and everything else should be done by then.
   ensure_rust_toolchain
 }

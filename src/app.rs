@@ -107,6 +107,8 @@ pub fn registry(
 /// A built `serve` process: bound, connected, migrated; not yet running.
 pub struct App {
     listener: tokio::net::TcpListener,
+    /// Stops the event listener (and with it every open event stream) at shutdown.
+    events_stop: CancellationToken,
     state: AppState,
     registry: Registry,
     settings: WorkerSettings,
@@ -125,7 +127,14 @@ impl App {
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .with_context(|| format!("binding {}", config.bind))?;
+        let events_stop = CancellationToken::new();
         let state = AppState {
+            searcher: Arc::new(crate::search::Searcher::new(
+                pool.clone(),
+                pipeline.embedder.clone(),
+                pipeline.model.clone(),
+            )),
+            events: http::EventHub::start(pool.clone(), events_stop.clone()),
             pool,
             queue,
             job_kinds: Arc::new(registry.kinds().map(str::to_owned).collect()),
@@ -137,6 +146,7 @@ impl App {
         };
         Ok(App {
             listener,
+            events_stop,
             state,
             registry,
             settings: config.worker,
@@ -172,6 +182,7 @@ impl App {
         tracing::info!("docket is serving");
         shutdown.await;
         stop.cancel();
+        self.events_stop.cancel();
         if let Some(background) = background {
             background.await;
         }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::config::{DatabaseConfig, ServeConfig, WorkerConfigArgs};
+use crate::config::{DatabaseConfig, PipelineSettings, ServeConfig, WorkerConfigArgs};
 use crate::queue::{JobFilter, JobId, JobStatus, Queue};
 
 #[derive(Debug, Parser)]
@@ -51,11 +51,38 @@ enum Command {
     /// Upload files and folders through the HTTP API, with a progress bar and a summary.
     #[command(after_help = crate::ingest::EXIT_STATUS_HELP)]
     Ingest(crate::ingest::IngestArgs),
+    /// Search the stored chunks (embeds the query with the configured embedder).
+    Search(SearchArgs),
     /// Benchmarks; each prints a table and, last, one JSON line.
     Bench {
         #[command(subcommand)]
         command: crate::bench::BenchCommand,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct SearchArgs {
+    /// What to look for (web-search syntax: "a phrase", -excluded, or).
+    query: String,
+    /// How many hits.
+    #[arg(short, long, default_value_t = crate::search::DEFAULT_K)]
+    k: i64,
+    /// hybrid, vector or text.
+    #[arg(long, default_value = "hybrid")]
+    mode: String,
+    /// Only this document.
+    #[arg(long)]
+    document: Option<i64>,
+    /// Search this model version instead of the active one.
+    #[arg(long)]
+    model_version: Option<String>,
+    /// Print the results as JSON (the shape of GET /api/search).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    database: DatabaseConfig,
+    #[command(flatten)]
+    pipeline: PipelineSettings,
 }
 
 #[derive(Debug, Subcommand)]
@@ -206,6 +233,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let pool = crate::app::connect(&database).await?;
             models(&pool, command).await
         }
+        Command::Search(args) => search(args).await,
         Command::Bench { command } => crate::bench::run(command).await,
         Command::Ingest(args) => {
             // Handled in `main`, which returns its exit code; kept here so the match is total.
@@ -430,6 +458,62 @@ async fn jobs(queue: Queue, command: JobsCommand) -> anyhow::Result<()> {
             let job = queue.cancel(JobId(id)).await?;
             println!("job {} is {}", job.id, job.status);
         }
+    }
+    Ok(())
+}
+
+async fn search(args: SearchArgs) -> anyhow::Result<()> {
+    let mode = crate::search::Mode::parse(&args.mode).with_context(|| {
+        format!(
+            "unknown mode {:?}; expected hybrid, vector or text",
+            args.mode
+        )
+    })?;
+    let pool = crate::app::connect(&args.database).await?;
+    let embedder = args.pipeline.embedder()?;
+    let model = crate::models::ModelVersion::of(&embedder, &args.pipeline.chunking());
+    let searcher = crate::search::Searcher::new(pool, embedder, model);
+    let results = searcher
+        .search(&crate::search::SearchRequest {
+            query: args.query,
+            k: args.k,
+            mode,
+            document: args.document.map(crate::documents::DocumentId),
+            model_version: args.model_version,
+        })
+        .await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).context("rendering the results")?
+        );
+        return Ok(());
+    }
+    let version = results.model_version.as_deref().unwrap_or("none");
+    let note = if results.semantic {
+        ""
+    } else {
+        ", not semantic"
+    };
+    println!(
+        "{} hits ({:?}, model {version}{note})",
+        results.hits.len(),
+        results.mode
+    );
+    for (rank, hit) in results.hits.iter().enumerate() {
+        println!(
+            "{:>3}. {:.4}  {} p.{} #{} (document {})",
+            rank + 1,
+            hit.score,
+            hit.filename,
+            hit.page,
+            hit.chunk_index,
+            hit.document_id
+        );
+        println!(
+            "     {}",
+            hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
     }
     Ok(())
 }

@@ -13,10 +13,11 @@
 //! | [`documents`] | document rows and their SQL; an upload, its bytes and its first job commit together |
 //! | [`pipeline`] | the job handlers: extract (bytes → chunks) and embed (chunks → vectors), each a checkpoint |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
+//! | [`search`] | vector (HNSW), full-text (+ trigram) and hybrid search over the chunks |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
-//! | [`http`] | the axum API, health, and the static page |
+//! | [`http`] | the axum API, server-sent events, health, and the static page |
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
 //! | [`metrics`] | `/metrics`: per-process counters and database gauges in the Prometheus text format |
 //! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
@@ -50,5 +51,6 @@ pub mod models;
 pub mod pipeline;
 pub mod queue;
 pub mod schedule;
+pub mod search;
 pub mod testkit;
 pub mod worker;

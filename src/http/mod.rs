@@ -7,6 +7,7 @@
 mod auth;
 mod documents;
 pub mod error;
+pub mod events;
 mod health;
 pub mod input;
 mod jobs;
@@ -14,6 +15,7 @@ mod metrics;
 mod models;
 mod page;
 pub mod schedules;
+mod search;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use axum::routing::{get, post};
 use tower_http::trace::TraceLayer;
 
 use crate::queue::Queue;
+use crate::search::Searcher;
+pub use events::EventHub;
 
 /// What every handler can reach. Cheap to clone.
 #[derive(Clone)]
@@ -36,6 +40,10 @@ pub struct AppState {
     pub api_token: Option<Arc<str>>,
     /// Largest file accepted in an upload.
     pub max_upload_bytes: u64,
+    /// Searches with the pipeline's embedder, the only one whose vectors it can compare.
+    pub searcher: Arc<Searcher>,
+    /// The one LISTEN connection of this process, fanned out to `/api/events` streams.
+    pub events: EventHub,
 }
 
 /// JSON bodies (not uploads) are small: job payloads are references.
@@ -72,6 +80,8 @@ pub fn router(state: AppState) -> Router {
         .route("/schedules/{name}/run-now", post(schedules::run_now))
         .route("/models", get(models::list).post(models::add))
         .route("/models/{version}/activate", post(models::activate))
+        .route("/search", get(search::search))
+        .route("/info", get(search::info))
         .fallback(api_not_found)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -85,6 +95,9 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
+        // Beside /api, not in it: EventSource cannot send the bearer header, so this route
+        // checks the token itself and also takes it as a query parameter.
+        .route("/api/events", get(events::stream))
         .nest("/api", api)
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -13,5 +13,6 @@ mod models;
 mod pipeline;
 mod queue;
 mod schedule;
+mod search;
 mod support;
 mod worker;

@@ -46,7 +46,18 @@ pub async fn spawn_api_with_limit(
     token: Option<&str>,
     max_upload_bytes: u64,
 ) -> Api {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let embedder = docket::embed::Embedder::Hash(docket::embed::HashEmbedder::new(384));
+    let model = docket::models::ModelVersion::of(
+        &embedder,
+        &docket::pipeline::chunk::ChunkConfig::default(),
+    );
+    let events = http::EventHub::start(pool.clone(), stop.clone());
+    // Tests watching events must not miss the first ones to a LISTEN still connecting.
+    events.listening().await;
     let state = AppState {
+        searcher: Arc::new(docket::search::Searcher::new(pool.clone(), embedder, model)),
+        events: events.clone(),
         queue: Queue::new(pool.clone(), Duration::from_secs(30)),
         pool,
         job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
@@ -57,7 +68,6 @@ pub async fn spawn_api_with_limit(
         .await
         .expect("bind loopback");
     let base = format!("http://{}", listener.local_addr().expect("local addr"));
-    let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(http::serve(
         listener,
         http::router(state),

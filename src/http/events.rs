@@ -1,0 +1,187 @@
+//! `GET /api/events`: server-sent events of document and job changes.
+//!
+//! PostgreSQL triggers (migration `…000003_search.sql`) `NOTIFY docket_events` with a small JSON
+//! object whenever a document is created, changes status or is deleted, and whenever a pipeline
+//! job is enqueued or changes status. Each server process holds ONE `LISTEN` connection
+//! ([`EventHub`]) and fans the messages out to every browser through a tokio broadcast channel,
+//! so a hundred open pages cost one database connection, not a hundred.
+//!
+//! Events are hints, never the source of truth: a client refetches what it shows. When the
+//! listening connection drops (messages may have been lost) or a slow client falls behind the
+//! channel, a `resync` event tells clients to refetch everything. Keep-alive comments keep proxies
+//! from closing an idle stream; EventSource reconnects by itself and the page refetches then.
+//!
+//! EventSource cannot send an `Authorization` header, so when the API requires a token this
+//! route also accepts it as the `access_token` query parameter (compared in constant time).
+//! That is why it is routed beside `/api`, not inside it.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use sqlx::postgres::PgListener;
+use subtle::ConstantTimeEq;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::error::ApiError;
+
+/// The NOTIFY channel the triggers send on.
+pub const EVENTS_CHANNEL: &str = "docket_events";
+/// Messages buffered per client before it is told to resync.
+const BUFFER: usize = 1024;
+/// How often an idle stream carries a comment, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A message for clients.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A notification's JSON payload, as the trigger wrote it.
+    Notified(String),
+    /// Messages may have been lost: refetch everything.
+    Resync,
+}
+
+/// One process's fan-out of database notifications. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventHub {
+    sender: broadcast::Sender<Change>,
+    /// Ends every open stream at shutdown: graceful shutdown waits for open connections, and
+    /// an event stream would otherwise never close.
+    stop: CancellationToken,
+    /// True while the LISTEN connection is up.
+    listening: tokio::sync::watch::Receiver<bool>,
+}
+
+impl EventHub {
+    /// Starts listening on `pool`'s server until `stop`; reconnects with backoff.
+    pub fn start(pool: sqlx::PgPool, stop: CancellationToken) -> Self {
+        let (sender, _) = broadcast::channel(BUFFER);
+        let (up, listening) = tokio::sync::watch::channel(false);
+        tokio::spawn(listen(pool, sender.clone(), up, stop.clone()));
+        Self {
+            sender,
+            stop,
+            listening,
+        }
+    }
+
+    /// Resolves once the LISTEN connection is up (at once if it is): changes committed after
+    /// this reach subscribers. For tests and readiness checks.
+    pub async fn listening(&self) {
+        let mut listening = self.listening.clone();
+        // An error means the listener stopped (shutdown): nothing more to wait for.
+        let _ = listening.wait_for(|up| *up).await;
+    }
+
+    /// A receiver of every change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.sender.subscribe()
+    }
+}
+
+async fn listen(
+    pool: sqlx::PgPool,
+    sender: broadcast::Sender<Change>,
+    up: tokio::sync::watch::Sender<bool>,
+    stop: CancellationToken,
+) {
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let connected = tokio::select! {
+            () = stop.cancelled() => return,
+            connected = connect(&pool) => connected,
+        };
+        let mut listener = match connected {
+            Ok(listener) => listener,
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "cannot LISTEN for events");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                wait = (wait * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        wait = Duration::from_millis(100);
+        up.send_replace(true);
+        // Whatever happened while we were not listening is unknown to clients.
+        let _ = sender.send(Change::Resync);
+        loop {
+            let message = tokio::select! {
+                () = stop.cancelled() => return,
+                message = listener.try_recv() => message,
+            };
+            match message {
+                // No receivers is not an error: nobody has the page open.
+                Ok(Some(notification)) => {
+                    let _ = sender.send(Change::Notified(notification.payload().to_owned()));
+                }
+                Ok(None) => {
+                    tracing::warn!("events LISTEN connection lost; reconnecting");
+                    up.send_replace(false);
+                    break;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "events LISTEN failed; reconnecting");
+                    up.send_replace(false);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn connect(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(EVENTS_CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Query of `GET /api/events`.
+#[derive(Debug, serde::Deserialize)]
+pub struct EventsQuery {
+    access_token: Option<String>,
+}
+
+/// `GET /api/events`: `hello` first, then `change` (JSON data) and `resync` events.
+pub async fn stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    if let Some(expected) = state.api_token.as_deref() {
+        let from_header = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        let from_query = query.as_ref().ok().and_then(|q| q.0.access_token.clone());
+        let given = from_header.map(str::to_owned).or(from_query);
+        let given = given.unwrap_or_default();
+        if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+            return Err(ApiError::Unauthorized);
+        }
+    }
+    let receiver = state.events.subscribe();
+    let hello = futures::stream::once(async { Ok(Event::default().event("hello").data("{}")) });
+    let changes = futures::stream::unfold(receiver, |mut receiver| async move {
+        let event = match receiver.recv().await {
+            Ok(Change::Notified(json)) => Event::default().event("change").data(json),
+            Ok(Change::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                Event::default().event("resync").data("{}")
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((Ok(event), receiver))
+    });
+    let stream = futures::StreamExt::take_until(
+        futures::StreamExt::chain(hello, changes),
+        state.events.stop.clone().cancelled_owned(),
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}

@@ -1,0 +1,524 @@
+//! Search over a real HTTP server and a real PostgreSQL with pgvector: text, vector and hybrid
+//! modes, the HNSW index really used, filtered recall, error answers, `/api/info`, and the
+//! live event stream.
+
+use docket::embed::{Embedder, HashEmbedder};
+use docket::models::{self, ModelVersion};
+use docket::pipeline::chunk::ChunkConfig;
+use futures::StreamExt;
+use pgvector::Vector;
+use reqwest::StatusCode;
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::support::spawn_api;
+
+/// The version the test server embeds with (hash, 384 dims, default chunking).
+fn test_model() -> ModelVersion {
+    ModelVersion::of(
+        &Embedder::Hash(HashEmbedder::new(384)),
+        &ChunkConfig::default(),
+    )
+}
+
+async fn register_active(pool: &PgPool) -> ModelVersion {
+    let model = test_model();
+    models::register(pool, &model).await.expect("register");
+    models::activate(pool, &model.model_version)
+        .await
+        .expect("activate");
+    model
+}
+
+/// Stores a ready document whose chunks are `texts` (chunk i on page i / 10 + 1), with hash
+/// vectors under `model`, as the pipeline would.
+async fn seed(pool: &PgPool, model: &ModelVersion, filename: &str, texts: &[String]) -> i64 {
+    let id: i64 = sqlx::query_scalar(
+        "insert into documents (filename, content_type, byte_size, sha256, status)
+         values ($1, 'text/plain', 1, sha256(convert_to($1, 'UTF8')), 'ready')
+         returning id",
+    )
+    .bind(filename)
+    .fetch_one(pool)
+    .await
+    .expect("document");
+    let indexes: Vec<i32> = (0..texts.len() as i32).collect();
+    let pages: Vec<i32> = indexes.iter().map(|i| i / 10 + 1).collect();
+    sqlx::query(
+        "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash)
+         select $1, i, p, t, 1, sha256(convert_to(t, 'UTF8'))
+         from unnest($2::int[], $3::int[], $4::text[]) as u(i, p, t)",
+    )
+    .bind(id)
+    .bind(&indexes)
+    .bind(&pages)
+    .bind(texts)
+    .execute(pool)
+    .await
+    .expect("chunks");
+    let hash = HashEmbedder::new(model.dims as usize);
+    let vectors: Vec<Vector> = texts
+        .iter()
+        .map(|t| Vector::from(hash.embed_one(t)))
+        .collect();
+    sqlx::query(
+        "insert into embeddings (document_id, model_version, chunk_index, embedding)
+         select $1, $2, * from unnest($3::int[], $4::vector[])",
+    )
+    .bind(id)
+    .bind(&model.model_version)
+    .bind(&indexes)
+    .bind(&vectors)
+    .execute(pool)
+    .await
+    .expect("embeddings");
+    sqlx::query(
+        "insert into embedding_sets (document_id, model_version, chunk_count, completed_at)
+         values ($1, $2, $3, now())",
+    )
+    .bind(id)
+    .bind(&model.model_version)
+    .bind(texts.len() as i32)
+    .execute(pool)
+    .await
+    .expect("set");
+    id
+}
+
+/// The paragraphs of a real Markdown file from the fixtures.
+fn readme_paragraphs() -> Vec<String> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/text/pdfjs-README.md"
+    ))
+    .expect("fixture");
+    text.split("\n\n")
+        .map(str::trim)
+        .filter(|p| p.len() > 40)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lines of the Japanese fixture, decoded from Shift_JIS.
+fn japanese_lines() -> Vec<String> {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/text/cjk-shift_jis.txt"
+    ))
+    .expect("fixture");
+    let (text, _, _) = encoding_rs::SHIFT_JIS.decode(&bytes);
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn get(api: &crate::support::Api, query: &str) -> (StatusCode, Value) {
+    let response = api
+        .client
+        .get(api.url(&format!("/api/search?{query}")))
+        .send()
+        .await
+        .expect("search request");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+fn marked(hit: &Value) -> Vec<String> {
+    let snippet: Vec<char> = hit["snippet"].as_str().expect("snippet").chars().collect();
+    hit["highlights"]
+        .as_array()
+        .expect("highlights")
+        .iter()
+        .map(|h| {
+            let start = h["start"].as_u64().expect("start") as usize;
+            let end = h["end"].as_u64().expect("end") as usize;
+            snippet[start..end].iter().collect()
+        })
+        .collect()
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn text_search_ranks_the_chunk_with_the_words_first_and_highlights_them(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let paragraphs = readme_paragraphs();
+    let readme = seed(&pool, &model, "pdfjs-README.md", &paragraphs).await;
+    seed(&pool, &model, "japanese.txt", &japanese_lines()).await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    let (status, body) = get(&api, "q=local%20web%20server&mode=text").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["mode"], "text");
+    assert_eq!(body["model_version"], model.model_version.as_str());
+    let top = &body["hits"][0];
+    assert_eq!(top["document_id"], readme);
+    assert_eq!(top["filename"], "pdfjs-README.md");
+    let text = top["text"].as_str().expect("text").to_lowercase();
+    assert!(text.contains("local web server"), "{text}");
+    let marks: Vec<String> = marked(top).iter().map(|m| m.to_lowercase()).collect();
+    assert!(marks.contains(&"local".to_owned()), "{marks:?}");
+    assert!(marks.contains(&"server".to_owned()), "{marks:?}");
+    // Every hit really holds all three words: websearch_to_tsquery ANDs them.
+    for hit in body["hits"].as_array().expect("hits") {
+        let text = hit["text"].as_str().expect("text").to_lowercase();
+        assert!(
+            ["local", "web", "server"].iter().all(|w| text.contains(w)),
+            "{text}"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn japanese_text_without_spaces_is_found_by_substring(pool: PgPool) {
+    let model = register_active(&pool).await;
+    seed(&pool, &model, "pdfjs-README.md", &readme_paragraphs()).await;
+    let lines = japanese_lines();
+    let japanese = seed(&pool, &model, "日本語.txt", &lines).await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    let phrase = "プログラミング言語";
+    let (status, body) = get(&api, &format!("q={phrase}&mode=text")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let hits = body["hits"].as_array().expect("hits");
+    let expected = lines.iter().filter(|l| l.contains(phrase)).count();
+    assert!(expected >= 2, "the fixture has the phrase on several lines");
+    assert_eq!(hits.len(), expected, "{body}");
+    for hit in hits {
+        assert_eq!(hit["document_id"], japanese);
+        assert_eq!(marked(hit)[0], phrase);
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let paragraphs = readme_paragraphs();
+    let readme = seed(&pool, &model, "pdfjs-README.md", &paragraphs).await;
+    seed(&pool, &model, "japanese.txt", &japanese_lines()).await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    // A whole paragraph as the query: its own vector is the nearest one.
+    let target = paragraphs
+        .iter()
+        .position(|p| p.contains("local web server"))
+        .expect("a paragraph about the dev server");
+    let q = url::form_urlencoded::byte_serialize(paragraphs[target].as_bytes()).collect::<String>();
+    for mode in ["vector", "hybrid"] {
+        let (status, body) = get(&api, &format!("q={q}&mode={mode}&k=5")).await;
+        assert_eq!(status, StatusCode::OK, "{mode}: {body}");
+        assert_eq!(body["mode"], mode);
+        assert_eq!(body["semantic"], false, "the hash embedder is not semantic");
+        let hits = body["hits"].as_array().expect("hits");
+        assert_eq!(hits.len(), 5, "{mode}");
+        assert_eq!(hits[0]["document_id"], readme, "{mode}");
+        assert_eq!(hits[0]["chunk_index"], target as i64, "{mode}");
+        let scores: Vec<f64> = hits
+            .iter()
+            .map(|h| h["score"].as_f64().expect("score"))
+            .collect();
+        assert!(
+            scores.windows(2).all(|w| w[0] >= w[1]),
+            "{mode}: {scores:?}"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let texts: Vec<String> = (0..3000)
+        .map(|i| format!("chunk {i} about topic {} and {}", i % 17, i % 29))
+        .collect();
+    seed(&pool, &model, "many.txt", &texts).await;
+    sqlx::query("analyze embeddings")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    let query = Vector::from(HashEmbedder::new(384).embed_one("topic 3"));
+    for filtered in [false, true] {
+        let sql = docket::search::vector_sql(model.dims, &model.model_version, filtered);
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("explain {sql}")))
+            .bind(&query)
+            .bind(10i64)
+            .bind(filtered.then_some(1i64))
+            .fetch_all(&pool)
+            .await
+            .expect("explain");
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains(&format!("Index Scan using {}", model.index_name())),
+            "filtered={filtered}:\n{plan}"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
+    let model = register_active(&pool).await;
+    // The big document holds 99% of the vectors, so the index's first ef_search candidates
+    // hold about one chunk of the small one.
+    let big: Vec<String> = (0..3000)
+        .map(|i| {
+            format!(
+                "ledger entry {i} for account {} in region {}",
+                i % 31,
+                i % 7
+            )
+        })
+        .collect();
+    seed(&pool, &model, "big.txt", &big).await;
+    let small = seed(&pool, &model, "small.txt", &readme_paragraphs()[..30]).await;
+    sqlx::query("analyze embeddings")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    let api = spawn_api(pool.clone(), None).await;
+
+    let (status, body) = get(
+        &api,
+        &format!("q=ledger%20account&mode=vector&k=10&document={small}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let hits = body["hits"].as_array().expect("hits");
+    assert_eq!(hits.len(), 10, "{body}");
+    assert!(hits.iter().all(|h| h["document_id"] == small));
+
+    // For so small a document the planner may rather sort its rows exactly (primary key). When
+    // it walks the HNSW index instead (forced here by forbidding the sort), the iterative scan
+    // is what keeps k hits: without it the filter empties ef_search's candidate list.
+    let sql = docket::search::vector_sql(model.dims, &model.model_version, true);
+    let query = Vector::from(HashEmbedder::new(384).embed_one("ledger account"));
+    let mut found = Vec::new();
+    for iterative in ["relaxed_order", "off"] {
+        let mut tx = pool.begin().await.expect("tx");
+        for setting in [
+            "set local hnsw.ef_search = 100".to_owned(),
+            "set local enable_sort = off".to_owned(),
+            format!("set local hnsw.iterative_scan = {iterative}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(setting))
+                .execute(&mut *tx)
+                .await
+                .expect("set");
+        }
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("explain {sql}")))
+            .bind(&query)
+            .bind(10i64)
+            .bind(Some(small))
+            .fetch_all(&mut *tx)
+            .await
+            .expect("explain");
+        assert!(plan.join("\n").contains(&model.index_name()), "{plan:?}");
+        let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(&query)
+            .bind(10i64)
+            .bind(Some(small))
+            .fetch_all(&mut *tx)
+            .await
+            .expect("filtered search");
+        found.push(rows.len());
+    }
+    assert_eq!(found[0], 10, "with the iterative scan");
+    assert!(found[1] < 10, "without it: {} hits", found[1]);
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn bad_searches_get_clear_errors(pool: PgPool) {
+    let api = spawn_api(pool.clone(), None).await;
+    let long = "a".repeat(1001);
+    for (query, status, code) in [
+        ("q=", StatusCode::BAD_REQUEST, "empty_query"),
+        ("q=%20%20", StatusCode::BAD_REQUEST, "empty_query"),
+        (
+            &format!("q={long}&mode=text")[..],
+            StatusCode::BAD_REQUEST,
+            "query_too_long",
+        ),
+        ("q=x&k=0", StatusCode::BAD_REQUEST, "invalid_k"),
+        ("q=x&k=101", StatusCode::BAD_REQUEST, "invalid_k"),
+        ("q=x&mode=fuzzy", StatusCode::BAD_REQUEST, "invalid_mode"),
+        ("q=x&colour=red", StatusCode::BAD_REQUEST, "invalid_query"),
+        ("q=x&mode=vector", StatusCode::CONFLICT, "no_active_model"),
+    ] {
+        let (got, body) = get(&api, query).await;
+        assert_eq!(got, status, "{query}: {body}");
+        assert_eq!(body["error"]["code"], code, "{query}: {body}");
+    }
+
+    let model = register_active(&pool).await;
+    let (got, body) = get(&api, "q=anything&mode=vector").await;
+    assert_eq!(got, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "no_vectors");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains(&model.model_version),
+        "{body}"
+    );
+    // Text search needs no vectors.
+    let (got, body) = get(&api, "q=anything&mode=text").await;
+    assert_eq!(got, StatusCode::OK, "{body}");
+
+    let (got, body) = get(&api, "q=x&model_version=nope:v0").await;
+    assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "model_version_not_found");
+
+    let other = ModelVersion::of(
+        &Embedder::Hash(HashEmbedder::new(64)),
+        &ChunkConfig::default(),
+    );
+    models::register(&pool, &other).await.expect("register");
+    let (got, body) = get(&api, &format!("q=x&model_version={}", other.model_version)).await;
+    assert_eq!(got, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "model_version_not_embeddable");
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let api = spawn_api(pool.clone(), None).await;
+    let body: Value = api
+        .client
+        .get(api.url("/api/info"))
+        .send()
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        body["active_model"]["model_version"],
+        model.model_version.as_str()
+    );
+    assert_eq!(body["active_model"]["provider"], "hash");
+    assert_eq!(body["embedder"]["semantic"], false);
+}
+
+/// Reads server-sent events until one named `name` arrives; returns its data.
+async fn next_event<B: AsRef<[u8]>>(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),
+    buffer: &mut String,
+    name: &str,
+) -> String {
+    let deadline = std::time::Duration::from_secs(10);
+    tokio::time::timeout(deadline, async {
+        loop {
+            while let Some(end) = buffer.find("\n\n") {
+                let block: String = buffer.drain(..end + 2).collect();
+                let mut event = "message";
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim());
+                    }
+                }
+                if event == name {
+                    return data;
+                }
+            }
+            let chunk = stream.next().await.expect("stream open").expect("chunk");
+            buffer.push_str(&String::from_utf8_lossy(chunk.as_ref()));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {name} event"))
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn document_and_job_changes_arrive_as_server_sent_events(pool: PgPool) {
+    let token = "a-token-of-sixteen-chars";
+    let api = spawn_api(pool.clone(), Some(token)).await;
+    let refused = api
+        .client
+        .get(api.url("/api/events?access_token=wrong-token-wrong-token"))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let response = api
+        .client
+        .get(api.url(&format!("/api/events?access_token={token}")))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"].to_str().expect("type"),
+        "text/event-stream"
+    );
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    next_event(&mut stream, &mut buffer, "hello").await;
+
+    // A real upload: the document row and its extract job, in one transaction.
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"hello events".to_vec()).file_name("note.txt"),
+    );
+    let uploaded: Value = api
+        .client
+        .post(api.url("/api/documents"))
+        .bearer_auth(token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload")
+        .json()
+        .await
+        .expect("JSON");
+    let id = uploaded["results"][0]["document"]["id"]
+        .as_i64()
+        .expect("id");
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let data: Value =
+            serde_json::from_str(&next_event(&mut stream, &mut buffer, "change").await)
+                .expect("JSON data");
+        seen.push(data);
+    }
+    assert!(
+        seen.iter()
+            .any(|e| e["type"] == "document" && e["id"] == id && e["status"] == "uploaded"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|e| e["type"] == "job" && e["kind"] == "extract" && e["document_id"] == id),
+        "{seen:?}"
+    );
+    for event in &seen {
+        assert!(
+            !event.to_string().contains("note.txt"),
+            "no file names in events"
+        );
+    }
+
+    // A status change and a delete follow.
+    sqlx::query("update documents set status = 'failed' where id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await
+        .expect("update");
+    let data: Value =
+        serde_json::from_str(&next_event(&mut stream, &mut buffer, "change").await).expect("JSON");
+    assert_eq!(
+        (data["op"].as_str(), data["status"].as_str()),
+        (Some("update"), Some("failed"))
+    );
+    let deleted = api
+        .client
+        .delete(api.url(&format!("/api/documents/{id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let data: Value =
+        serde_json::from_str(&next_event(&mut stream, &mut buffer, "change").await).expect("JSON");
+    assert_eq!(data["op"], "delete");
+    assert_eq!(data["id"], id);
+}

@@ -1,0 +1,282 @@
+// docket's page in a real browser: Debian's chromium driven by playwright-core, against a real
+// `docket serve` (the debug binary cargo built) on a fresh PostgreSQL database with the hashing
+// embedder. Nothing is mocked: files are uploaded through the page's own file input, the
+// pipeline runs in the server's workers, and the page follows it through server-sent events.
+//
+// Run with `make browser-test` (or `npm test` here after `cargo build`). Screenshots of each
+// view at 360 px and 1280 px go to test-output/browser/ at the repository root.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const BINARY = path.join(ROOT, "target/debug/docket");
+const OUTPUT = path.join(ROOT, "test-output/browser");
+const FIXTURES = path.join(ROOT, "fixtures");
+// Generous: a cold debug build extracts PDFs in child processes on a shared 2-core machine.
+const PIPELINE_TIMEOUT = 120_000;
+
+const READY_FILES = ["text/pdfjs-README.md", "pdf/cjk-ko-doc.pdf"];
+const BROKEN_FILE = "malformed/invalid.pdf";
+// No double quotes: browsers percent-encode them in multipart file names.
+const EVIL_NAME = "<script>window.__xss=1</script><img src=x onerror=window.__xss=2>.txt";
+
+let server;
+let serverLog = "";
+let baseUrl;
+let browser;
+let page;
+let adminUrl;
+let databaseName;
+const pageProblems = [];
+
+/** The server the tests' database lives on: DATABASE_URL, else what scripts/db.sh finds. */
+function serverUrl() {
+  const url = process.env.DATABASE_URL || execFileSync(path.join(ROOT, "scripts/db.sh"), { encoding: "utf8" }).trim();
+  return new URL(url);
+}
+
+function psql(url, sql) {
+  execFileSync("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql], { stdio: ["ignore", "ignore", "pipe"] });
+}
+
+/** Starts `docket serve` on a port the OS picks and resolves with its base URL. */
+function startServer(databaseUrl) {
+  return new Promise((resolve, reject) => {
+    server = spawn(BINARY, ["serve", "--bind", "127.0.0.1:0"], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        DOCKET_EMBEDDER: "hash",
+        DOCKET_API_TOKEN: "",
+        DOCKET_POLL_MS: "500",
+        RUST_LOG: "info,sqlx=warn",
+        NO_COLOR: "1",
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    const timer = setTimeout(() => reject(new Error(`docket serve did not start:\n${serverLog}`)), 60_000);
+    server.stderr.setEncoding("utf8");
+    server.stderr.on("data", (text) => {
+      serverLog += text;
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(serverLog.replace(/\x1b\[[0-9;]*m/g, ""));
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    server.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`docket serve exited with ${code}:\n${serverLog}`));
+    });
+  });
+}
+
+before(async () => {
+  mkdirSync(OUTPUT, { recursive: true });
+  const url = serverUrl();
+  databaseName = `docket_browser_${process.pid}_${Date.now()}`;
+  const admin = new URL(url);
+  admin.pathname = "/postgres";
+  adminUrl = admin.toString();
+  psql(adminUrl, `create database ${databaseName}`);
+  const own = new URL(url);
+  own.pathname = `/${databaseName}`;
+  baseUrl = await startServer(own.toString());
+  browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  // A CSP violation or a script error is a failure of the page, whatever the test checks.
+  page.on("console", (message) => {
+    if (message.type() === "error" && !/Failed to load resource/.test(message.text())) {
+      pageProblems.push(`console: ${message.text()}`);
+    }
+  });
+  page.on("pageerror", (error) => pageProblems.push(`page error: ${error.message}`));
+  await page.goto(baseUrl);
+  await page.evaluate(() => {
+    window.__notReloaded = true;
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", resolve));
+    server.kill("SIGTERM");
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    if (server.exitCode === null) server.kill("SIGKILL");
+  }
+  if (databaseName) psql(adminUrl, `drop database if exists ${databaseName} with (force)`);
+});
+
+async function statusOf(filename) {
+  return page.evaluate((name) => {
+    for (const row of document.querySelectorAll("#doc-list tbody tr")) {
+      if (row.querySelector("td.name")?.textContent === name) {
+        return { status: row.dataset.status, text: row.querySelector("td.status")?.textContent ?? "" };
+      }
+    }
+    return null;
+  }, filename);
+}
+
+async function waitForStatus(filename, status) {
+  await page.waitForFunction(
+    ([name, wanted]) =>
+      Array.from(document.querySelectorAll("#doc-list tbody tr")).some(
+        (row) => row.querySelector("td.name")?.textContent === name && row.dataset.status === wanted,
+      ),
+    [filename, status],
+    { timeout: PIPELINE_TIMEOUT },
+  );
+}
+
+test("the header names the active model and marks the hashing fallback as not semantic", async () => {
+  await page.waitForFunction(() => /hash:v1:384/.test(document.getElementById("model").textContent));
+  const header = await page.textContent("#model");
+  assert.match(header, /hashing fallback/);
+  assert.match(header, /not semantic/);
+  await page.waitForFunction(() => document.getElementById("live").textContent.includes("on"));
+});
+
+test("three uploaded files become two ready documents and one failure with its reason, live", async () => {
+  const files = [...READY_FILES, BROKEN_FILE].map((f) => path.join(FIXTURES, f));
+  await page.getByLabel(/Drop files here/).setInputFiles(files);
+  for (const file of files) {
+    const name = path.basename(file);
+    await page.waitForFunction(
+      (n) =>
+        Array.from(document.querySelectorAll("#uploads li")).some(
+          (li) => li.querySelector(".name").textContent === n && li.querySelector("progress").value === 100,
+        ),
+      name,
+    );
+  }
+  for (const file of READY_FILES) await waitForStatus(path.basename(file), "ready");
+  await waitForStatus(path.basename(BROKEN_FILE), "failed");
+  const broken = await statusOf(path.basename(BROKEN_FILE));
+  assert.match(broken.text, /malformed/i, "the failure says why");
+  assert.equal(await page.evaluate(() => window.__notReloaded), true, "the page was never reloaded");
+  assert.match(await page.textContent("#doc-counts"), /ready 2, failed 1/);
+});
+
+test("an unsupported file is rejected with the reason next to its name", async () => {
+  await page.getByLabel(/Drop files here/).setInputFiles({
+    name: "picture.png",
+    mimeType: "image/png",
+    buffer: readFileSync(path.join(FIXTURES, "malformed/typewriter.pdf")),
+  });
+  await page.waitForFunction(() =>
+    Array.from(document.querySelectorAll("#uploads li")).some(
+      (li) => li.querySelector(".name").textContent === "picture.png" && /Rejected: /.test(li.textContent),
+    ),
+  );
+});
+
+test("searching a phrase from the Korean PDF puts that file and its page on top", async () => {
+  await page.click("#nav-search");
+  await page.getByLabel("Search for").fill("usecjkt1font");
+  await page.getByLabel("Mode").selectOption("hybrid");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.waitForFunction(() => document.querySelectorAll("#search-results li").length > 0);
+  const top = await page.evaluate(() => {
+    const item = document.querySelector("#search-results li");
+    return {
+      filename: item.querySelector(".filename").textContent,
+      page: item.dataset.page,
+      marked: Array.from(item.querySelectorAll("mark")).map((m) => m.textContent),
+    };
+  });
+  assert.equal(top.filename, "cjk-ko-doc.pdf");
+  assert.equal(top.page, "3", "pdftotext puts usecjkt1font on page 3");
+  assert.ok(top.marked.includes("usecjkt1font"), `highlighted: ${top.marked}`);
+});
+
+test("retrying the failed job from the page runs it again and the attempt count grows", async () => {
+  await page.click("#nav-documents");
+  await page.getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
+  const dead = page.locator('#detail-jobs li[data-status="dead"]');
+  await dead.first().waitFor({ timeout: PIPELINE_TIMEOUT });
+  const before = await dead.first().locator(".attempts").textContent();
+  const attemptsBefore = Number(/attempts (\d+)/.exec(before)[1]);
+  await dead.first().getByRole("button", { name: /^Retry/ }).click();
+  // The job runs again, fails again (the file is still broken), and the page follows live.
+  await page.waitForFunction(
+    (n) =>
+      Array.from(document.querySelectorAll('#detail-jobs li[data-status="dead"] .attempts')).some(
+        (a) => Number(/attempts (\d+)/.exec(a.textContent)[1]) > n,
+      ),
+    attemptsBefore,
+    { timeout: PIPELINE_TIMEOUT },
+  );
+  assert.match(await page.textContent("#detail-error"), /malformed/i);
+});
+
+test("a file name holding markup shows as text and runs nothing", async () => {
+  await page.click("#nav-documents");
+  await page.getByLabel(/Drop files here/).setInputFiles({
+    name: EVIL_NAME,
+    mimeType: "text/plain",
+    buffer: Buffer.from("Plain words about harmless things, enough to make one chunk.\n"),
+  });
+  await page.waitForFunction(
+    (name) => Array.from(document.querySelectorAll("#doc-list td.name")).some((td) => td.textContent === name),
+    EVIL_NAME,
+  );
+  await waitForStatus(EVIL_NAME, "ready");
+  await page.getByRole("link", { name: EVIL_NAME }).click();
+  await page.waitForFunction((name) => document.getElementById("detail-heading").textContent === name, EVIL_NAME);
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "no injected script ran");
+  assert.equal(await page.locator("main img, main script").count(), 0, "no element came from the name");
+});
+
+test("the jobs view counts jobs per kind and status", async () => {
+  await page.click("#nav-jobs");
+  await page.waitForFunction(() => document.querySelector('#queue-stats tr[data-kind="extract"]'));
+  const cells = await page.locator('#queue-stats tr[data-kind="extract"] td').allTextContents();
+  const [ready, running, done, dead] = cells.map(Number);
+  assert.ok(done >= 3, `extract done: ${cells}`);
+  assert.equal(ready + running + dead >= 1, true, `the broken file's job is counted: ${cells}`);
+  await page.waitForFunction(() => document.querySelectorAll("#dead-jobs li").length >= 1, null, {
+    timeout: PIPELINE_TIMEOUT,
+  });
+  assert.match(await page.textContent("#dead-jobs"), /Error history/);
+});
+
+test("each view is usable at 360 px and 1280 px, and screenshots are saved", async () => {
+  const views = ["documents", "search", "jobs"];
+  const brokenLink = await page.evaluate(() => {
+    const row = document.querySelector('#doc-list tr[data-status="failed"] a');
+    return row ? row.getAttribute("href") : null;
+  });
+  for (const width of [360, 1280]) {
+    await page.setViewportSize({ width, height: 800 });
+    for (const view of [...views, "detail"]) {
+      await page.evaluate((hash) => {
+        location.hash = hash;
+      }, view === "detail" ? brokenLink ?? "#documents" : `#${view}`);
+      await page.waitForFunction((id) => !document.getElementById(id).hidden, `view-${view}`);
+      await page.waitForTimeout(300); // let the refetch paint; nothing is asserted on time
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, `${view} at ${width}px scrolls sideways by ${overflow}px`);
+      await page.screenshot({ path: path.join(OUTPUT, `${view}-${width}.png`), fullPage: true });
+    }
+  }
+  assert.deepEqual(pageProblems, [], "no script errors or CSP violations");
+});
