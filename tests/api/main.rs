@@ -6,6 +6,7 @@
 mod embed;
 mod extract;
 mod jobs_api;
+mod local;
 mod queue;
 mod support;
 mod worker;
