@@ -9,7 +9,7 @@
 #
 # Where: $DOCKET_MODEL_DIR when set, else ~/.cache/docket/models/all-MiniLM-L6-v2 (the same rule
 # as src/config.rs). When every listed file is present and verifies, this is a fast no-op. A
-# DOCKET_MODEL_DIR that holds a different model is left alone and reported, never overwritten.
+# DOCKET_MODEL_DIR that holds another complete model is left alone and reported, never overwritten.
 # Prints the model directory on stdout; messages go to stderr.
 set -euo pipefail
 
@@ -53,8 +53,11 @@ main() {
     printf '%s\n' "$DEST"
     return 0
   fi
-  if [[ -n "${DOCKET_MODEL_DIR:-}" && -f "$DEST/config.json" ]]; then
-    die "DOCKET_MODEL_DIR=$DEST holds a model whose files do not match $SUMS; it is used as it is, and this script will not overwrite it (unset DOCKET_MODEL_DIR to fetch the default model)"
+  if [[ -n "${DOCKET_MODEL_DIR:-}" && -f "$DEST/config.json" && -f "$DEST/tokenizer.json" &&
+    -f "$DEST/model.safetensors" ]]; then
+    say "DOCKET_MODEL_DIR=$DEST holds another model (its files do not match $SUMS); using it as it is"
+    printf '%s\n' "$DEST"
+    return 0
   fi
   ensure_tools
   WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/docket-model.XXXXXX")"

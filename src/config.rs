@@ -390,3 +390,52 @@ impl PipelineSettings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        pipeline: PipelineSettings,
+    }
+
+    fn settings(extra: &[&str]) -> PipelineSettings {
+        let mut argv = vec!["docket"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).expect("parses").pipeline
+    }
+
+    #[test]
+    fn embedder_defaults_to_local_only_when_the_model_files_are_there() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("utf-8 path").to_owned();
+        let empty = settings(&["--model-dir", &path]);
+        assert_eq!(empty.embedder_kind(), EmbedderKind::Hash);
+        let warning = empty.embedder_warning().expect("a fallback warns");
+        assert!(warning.contains("get-model.sh"), "{warning}");
+
+        for file in ["config.json", "tokenizer.json", "model.safetensors"] {
+            std::fs::write(dir.path().join(file), b"{}").expect("write");
+        }
+        let present = settings(&["--model-dir", &path]);
+        assert_eq!(present.embedder_kind(), EmbedderKind::Local);
+        assert!(present.embedder_warning().is_none());
+
+        let chosen = settings(&["--model-dir", &path, "--embedder", "hash"]);
+        assert_eq!(chosen.embedder_kind(), EmbedderKind::Hash);
+        assert!(chosen.embedder_warning().is_none());
+    }
+
+    #[test]
+    fn local_embedder_without_a_model_is_refused_at_start_up() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("utf-8 path").to_owned();
+        let err = settings(&["--model-dir", &path, "--embedder", "local"])
+            .validate()
+            .expect_err("no model, no local embedder");
+        assert!(err.to_string().contains("get-model.sh"), "{err}");
+    }
+}
