@@ -30,7 +30,7 @@ export SQLX_OFFLINE ?= $(if $(wildcard .sqlx),true,)
 # is used unless one is set.
 COMPOSE_TOKEN ?= $(or $(DOCKET_API_TOKEN),validation-placeholder)
 
-.PHONY: help deps db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
+.PHONY: help deps model db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
 
 help: ## Show this list of targets
 	@printf 'Usage: make <target> [VAR=value ...]\n\nTargets:\n'
@@ -41,6 +41,9 @@ help: ## Show this list of targets
 deps: ## Install what is missing (apt packages, pgvector, pg_cron, Rust checks); fast when done
 	@scripts/install-deps.sh
 
+model: ## Fetch the default embedding model into ~/.cache/docket (or DOCKET_MODEL_DIR) if missing
+	@scripts/get-model.sh >/dev/null
+
 db: ## Create the database if needed and print its DATABASE_URL
 	@scripts/db.sh
 
@@ -50,12 +53,12 @@ db-stop: ## Stop the private PostgreSQL cluster under .docket/pg, if one runs
 clean-db: ## Drop and recreate the docket database (all its data is lost)
 	@scripts/db.sh reset
 
-run: deps ## Install, create the database, and serve on http://127.0.0.1:8080
+run: deps model ## Install, create the database, and serve on http://127.0.0.1:8080
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- serve $(SERVE_ARGS)
 
-test: deps lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
+test: deps model lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
@@ -81,6 +84,6 @@ fmt: ## Format the code
 compose-check: ## Validate docker-compose.yml (no Docker engine needed)
 	DOCKET_API_TOKEN='$(COMPOSE_TOKEN)' docker-compose config -q
 
-bench: deps ## Run a benchmark: make bench BENCH=queue (last line is JSON)
+bench: deps model ## Run a benchmark: make bench BENCH=queue|embed (last line is JSON)
 	@url="$$(scripts/db.sh)"; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- bench $(BENCH)

@@ -56,9 +56,28 @@ pub async fn pipeline(
     pool: &sqlx::PgPool,
     settings: &PipelineSettings,
 ) -> anyhow::Result<Arc<Pipeline>> {
+    if let Some(warning) = settings.embedder_warning() {
+        tracing::warn!("{warning}");
+    }
+    let embedder = settings.embedder()?;
+    if let crate::embed::Embedder::Local(local) = &embedder {
+        tracing::info!(
+            model = %local.model_id(),
+            threads = local.threads(),
+            "local embedding model loaded"
+        );
+        // Two of the model's tokens are [CLS] and [SEP]; a chunk longer than the rest is cut.
+        if settings.chunk_tokens + 2 > local.max_tokens() {
+            tracing::warn!(
+                chunk_tokens = settings.chunk_tokens,
+                max_tokens = local.max_tokens(),
+                "DOCKET_CHUNK_TOKENS exceeds what the local model reads; chunk ends will be ignored"
+            );
+        }
+    }
     let pipeline = Pipeline::new(
         pool.clone(),
-        settings.embedder()?,
+        embedder,
         settings.chunking(),
         settings.pdf_limits()?,
     );

@@ -5,6 +5,7 @@
 //! bad combination stops the process with a clear message instead of surfacing later.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -176,6 +177,12 @@ impl WorkerConfigArgs {
     }
 }
 
+/// Where scripts/get-model.sh installs the default model: ~/.cache/docket/models/all-MiniLM-L6-v2.
+pub fn default_model_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".cache/docket/models/all-MiniLM-L6-v2")
+}
+
 /// A setting, or a combination of settings, that cannot work.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration: {0}")]
@@ -188,14 +195,26 @@ pub enum EmbedderKind {
     Hash,
     /// Any OpenAI-compatible `/embeddings` endpoint.
     Openai,
+    /// A BERT sentence-embedding model in this process (all-MiniLM-L6-v2 by default).
+    Local,
 }
 
 /// The pipeline: extraction limits, chunking, and the embedding provider with its rate limits.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineSettings {
-    /// Embedding provider.
-    #[arg(long, env = "DOCKET_EMBEDDER", value_enum, default_value = "hash")]
-    pub embedder: EmbedderKind,
+    /// Embedding provider; unset means `local` when the model directory holds a model, else
+    /// `hash` (with a warning: hashing is not semantic).
+    #[arg(long, env = "DOCKET_EMBEDDER", value_enum)]
+    pub embedder: Option<EmbedderKind>,
+
+    /// The local model's directory (config.json, tokenizer.json, model.safetensors); default
+    /// ~/.cache/docket/models/all-MiniLM-L6-v2, where scripts/get-model.sh puts it.
+    #[arg(long, env = "DOCKET_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+
+    /// Threads the local model computes on (default: every core of the machine).
+    #[arg(long, env = "DOCKET_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
 
     /// Dimensions of the hashing embedder.
     #[arg(long, env = "DOCKET_HASH_DIMS", default_value_t = 384)]
@@ -259,13 +278,62 @@ pub struct PipelineSettings {
 }
 
 impl PipelineSettings {
-    /// The configured embedder, with the process's one rate limiter inside it.
+    /// Where the local model is looked for: `DOCKET_MODEL_DIR`, else the cache directory
+    /// scripts/get-model.sh fills.
+    pub fn model_dir(&self) -> PathBuf {
+        self.model_dir.clone().unwrap_or_else(default_model_dir)
+    }
+
+    /// Whether the model directory holds the three files the local embedder loads.
+    pub fn model_is_present(&self) -> bool {
+        let dir = self.model_dir();
+        ["config.json", "tokenizer.json", "model.safetensors"]
+            .iter()
+            .all(|file| dir.join(file).is_file())
+    }
+
+    /// The provider in effect: the configured one, else `local` when its model is present,
+    /// else `hash`.
+    pub fn embedder_kind(&self) -> EmbedderKind {
+        match self.embedder {
+            Some(kind) => kind,
+            None if self.model_is_present() => EmbedderKind::Local,
+            None => EmbedderKind::Hash,
+        }
+    }
+
+    /// Why the provider in effect is not a semantic one, when that is a fallback rather than a
+    /// choice: for the log at start-up (and for the page).
+    pub fn embedder_warning(&self) -> Option<String> {
+        (self.embedder.is_none() && !self.model_is_present()).then(|| {
+            format!(
+                "no embedding model in {} and DOCKET_EMBEDDER is unset: using the hashing embedder,                  which matches spellings, not meaning; run scripts/get-model.sh for semantic search",
+                self.model_dir().display()
+            )
+        })
+    }
+
+    /// The local model's settings.
+    pub fn local(&self) -> crate::embed::LocalConfig {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        crate::embed::LocalConfig {
+            model_dir: self.model_dir(),
+            threads: self.embed_threads.unwrap_or(cores).max(1),
+        }
+    }
+
+    /// The configured embedder, with the process's one rate limiter inside it. The local model
+    /// is loaded here (about 90 MB read from disk).
     pub fn embedder(&self) -> Result<crate::embed::Embedder, ConfigError> {
         use crate::embed::{
-            Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits, Secret,
+            Embedder, HashEmbedder, Limiter, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
+            RateLimits, Secret,
         };
-        match self.embedder {
+        match self.embedder_kind() {
             EmbedderKind::Hash => Ok(Embedder::Hash(HashEmbedder::new(self.hash_dims))),
+            EmbedderKind::Local => LocalEmbedder::load(&self.local())
+                .map(Embedder::Local)
+                .map_err(|err| ConfigError(err.to_string())),
             EmbedderKind::Openai => {
                 let mut config =
                     OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());
@@ -321,6 +389,69 @@ impl PipelineSettings {
                     .into(),
             ));
         }
-        self.embedder().map(|_| ())
+        if self.embed_threads == Some(0) {
+            return Err(ConfigError(
+                "DOCKET_EMBED_THREADS must be at least 1".into(),
+            ));
+        }
+        match self.embedder_kind() {
+            // Loading the model twice at start-up would double its cost; its files are checked
+            // here and its load errors surface when the pipeline is built.
+            EmbedderKind::Local if !self.model_is_present() => Err(ConfigError(format!(
+                "DOCKET_EMBEDDER=local but {} lacks config.json, tokenizer.json or                  model.safetensors: run scripts/get-model.sh or set DOCKET_MODEL_DIR",
+                self.model_dir().display()
+            ))),
+            EmbedderKind::Local => Ok(()),
+            EmbedderKind::Hash | EmbedderKind::Openai => self.embedder().map(|_| ()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        pipeline: PipelineSettings,
+    }
+
+    fn settings(extra: &[&str]) -> PipelineSettings {
+        let mut argv = vec!["docket"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).expect("parses").pipeline
+    }
+
+    #[test]
+    fn embedder_defaults_to_local_only_when_the_model_files_are_there() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("utf-8 path").to_owned();
+        let empty = settings(&["--model-dir", &path]);
+        assert_eq!(empty.embedder_kind(), EmbedderKind::Hash);
+        let warning = empty.embedder_warning().expect("a fallback warns");
+        assert!(warning.contains("get-model.sh"), "{warning}");
+
+        for file in ["config.json", "tokenizer.json", "model.safetensors"] {
+            std::fs::write(dir.path().join(file), b"{}").expect("write");
+        }
+        let present = settings(&["--model-dir", &path]);
+        assert_eq!(present.embedder_kind(), EmbedderKind::Local);
+        assert!(present.embedder_warning().is_none());
+
+        let chosen = settings(&["--model-dir", &path, "--embedder", "hash"]);
+        assert_eq!(chosen.embedder_kind(), EmbedderKind::Hash);
+        assert!(chosen.embedder_warning().is_none());
+    }
+
+    #[test]
+    fn local_embedder_without_a_model_is_refused_at_start_up() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("utf-8 path").to_owned();
+        let err = settings(&["--model-dir", &path, "--embedder", "local"])
+            .validate()
+            .expect_err("no model, no local embedder");
+        assert!(err.to_string().contains("get-model.sh"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! `docket bench …`: measurements that compare docket side by side with a reference in one
 //! run, print a table, and end with one JSON line that scripts can compare across runs.
 
+mod embed;
 mod extract;
 mod pipeline;
 mod queue;
@@ -24,6 +25,9 @@ pub enum BenchCommand {
     /// Search: p50/p95 latency of vector, text and hybrid search through the HTTP API over
     /// 100,000 chunks, and recall@10 of the HNSW index against an exact scan.
     Search(search::SearchBench),
+    /// The local embedding model against sentence-transformers on torch CPU: texts/s and
+    /// tokens/s for short and long texts, batch 1/16/64, 1 and 2 threads.
+    Embed(embed::EmbedBench),
 }
 
 /// Runs one benchmark.
@@ -33,5 +37,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Extract(args) => extract::run(args).await,
         BenchCommand::Pipeline(args) => pipeline::run(args).await,
         BenchCommand::Search(args) => search::run(args).await,
+        BenchCommand::Embed(args) => embed::run(args).await,
     }
 }

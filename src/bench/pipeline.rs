@@ -496,10 +496,12 @@ fn serve_config(
             scheduler_tick_secs: 15,
         },
         pipeline: PipelineSettings {
-            embedder: match provider {
+            embedder: Some(match provider {
                 Provider::Hash => EmbedderKind::Hash,
                 Provider::TestServer => EmbedderKind::Openai,
-            },
+            }),
+            model_dir: None,
+            embed_threads: None,
             hash_dims: DIMS,
             openai_base_url: server.map(|s| s.base_url.clone()).unwrap_or_default(),
             openai_api_key: None,

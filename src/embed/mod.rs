@@ -2,28 +2,32 @@
 //!
 //! [`Embedder`] is a closed enum of providers rather than a trait object: the set is known, a
 //! `match` shows every provider's behaviour side by side, and adding one (the local in-process
-//! model comes next) is one variant plus one arm per method.
+//! model is one) is one variant plus one arm per method.
 //!
 //! | part | role |
 //! | --- | --- |
 //! | [`hash`] | deterministic feature hashing, for tests and machines without a model |
 //! | [`openai`] | any OpenAI-compatible `/embeddings` endpoint, batched, retried in-call |
+//! | [`local`] | a BERT sentence-embedding model in-process (candle): the offline default |
 //! | [`limiter`] | the one per-process requests/tokens limiter, held inside the HTTP provider |
 //! | [`error`] | [`EmbedError`] and the single status → strategy classification |
 //! | [`secret`] | the API key wrapper that never prints itself |
 //!
-//! Token counts are *estimates* ([`estimate_tokens`]), used for batching and the tokens-per-minute
-//! limit; no tokenizer is loaded.
+//! Token counts for batching and the tokens-per-minute limit are *estimates*
+//! ([`estimate_tokens`]); only the local model counts exactly, with its own tokenizer
+//! ([`Embedder::local_token_counter`]), because its truncation makes the chunker's counts matter.
 
 pub mod error;
 pub mod hash;
 pub mod limiter;
+pub mod local;
 pub mod openai;
 pub mod secret;
 
 pub use error::EmbedError;
 pub use hash::HashEmbedder;
 pub use limiter::{Limiter, RateLimits};
+pub use local::{LocalConfig, LocalEmbedder, LocalTokens};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use secret::Secret;
 
@@ -36,15 +40,19 @@ pub enum Embedder {
     Hash(HashEmbedder),
     /// An OpenAI-compatible HTTP endpoint.
     OpenAi(OpenAiEmbedder),
+    /// A BERT sentence-embedding model run in this process.
+    Local(LocalEmbedder),
 }
 
 impl Embedder {
-    /// Provider, model and dimensions, e.g. `hash:v1:384` or `openai:text-embedding-3-small:1536`.
+    /// Provider, model and dimensions, e.g. `hash:v1:384`, `openai:text-embedding-3-small:1536`
+    /// or `local:all-MiniLM-L6-v2-256:384`.
     /// Anything that changes the vectors must change this string.
     pub fn model_id(&self) -> String {
         match self {
             Self::Hash(h) => format!("hash:v1:{}", h.dims()),
             Self::OpenAi(o) => o.model_id(),
+            Self::Local(l) => l.model_id(),
         }
     }
 
@@ -53,6 +61,7 @@ impl Embedder {
         match self {
             Self::Hash(h) => h.dims(),
             Self::OpenAi(o) => o.dims(),
+            Self::Local(l) => l.dims(),
         }
     }
 
@@ -63,14 +72,17 @@ impl Embedder {
         match self {
             Self::Hash(_) => 256,
             Self::OpenAi(o) => o.max_batch(),
+            // Big enough for full length-sorted micro-batches, small enough to checkpoint often.
+            Self::Local(_) => 64,
         }
     }
 
-    /// A short label for metrics and logs: `hash` or `openai`.
+    /// A short label for metrics and logs: `hash`, `openai` or `local`.
     pub fn provider_label(&self) -> &'static str {
         match self {
             Self::Hash(_) => "hash",
             Self::OpenAi(_) => "openai",
+            Self::Local(_) => "local",
         }
     }
 
@@ -78,7 +90,7 @@ impl Embedder {
     pub fn is_semantic(&self) -> bool {
         match self {
             Self::Hash(_) => false,
-            Self::OpenAi(_) => true,
+            Self::OpenAi(_) | Self::Local(_) => true,
         }
     }
 
@@ -87,6 +99,7 @@ impl Embedder {
         match self {
             Self::Hash(_) => None,
             Self::OpenAi(o) => Some(o.limiter()),
+            Self::Local(_) => None,
         }
     }
 
@@ -95,6 +108,16 @@ impl Embedder {
         match self {
             Self::Hash(h) => Ok(h.embed_all(texts)),
             Self::OpenAi(o) => o.embed(texts).await,
+            Self::Local(l) => l.embed(texts).await,
+        }
+    }
+
+    /// The local model's exact token counter, for the chunker; `None` for the other providers,
+    /// whose chunks are sized by estimate.
+    pub fn local_token_counter(&self) -> Option<LocalTokens> {
+        match self {
+            Self::Local(l) => Some(l.token_counter()),
+            Self::Hash(_) | Self::OpenAi(_) => None,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::Pipeline;
-use super::chunk::{ApproxTokens, Chunk, chunk_pages};
+use super::chunk::{Chunk, chunk_pages};
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB};
 use crate::extract::{self, ExtractError};
 use crate::queue::{self, NewJob};
@@ -46,7 +46,8 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     let chunking = pipeline.chunking;
     let pages = extracted.pages;
     let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
-    let chunks = tokio::task::spawn_blocking(move || chunk_pages(&pages, &chunking, &ApproxTokens))
+    let tokens = pipeline.tokens.clone();
+    let chunks = tokio::task::spawn_blocking(move || chunk_pages(&pages, &chunking, &*tokens))
         .await
         .retryable()?;
     if chunks.is_empty() {

@@ -22,7 +22,7 @@ use crate::embed::{Embedder, HashEmbedder};
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
 use crate::worker::{Job, JobError, Outcome, Registry};
-use chunk::ChunkConfig;
+use chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 
 /// The job kind that enqueues embed jobs for stale documents (see [`reembed`]).
 pub const REEMBED_JOB: &str = "reembed";
@@ -34,6 +34,9 @@ pub struct Pipeline {
     /// The version this process embeds under (derived from `embedder` and `chunking`).
     pub model: ModelVersion,
     pub chunking: ChunkConfig,
+    /// How chunk sizes are counted: the local model's own tokenizer when that model embeds
+    /// (its input is cut at a token limit, so counts must be exact), an estimate otherwise.
+    pub tokens: Arc<dyn TokenCounter + Send + Sync>,
     pub pdf: PdfLimits,
 }
 
@@ -55,11 +58,16 @@ impl Pipeline {
         pdf: PdfLimits,
     ) -> Self {
         let model = ModelVersion::of(&embedder, &chunking);
+        let tokens: Arc<dyn TokenCounter + Send + Sync> = match embedder.local_token_counter() {
+            Some(local) => Arc::new(local),
+            None => Arc::new(ApproxTokens),
+        };
         Self {
             pool,
             embedder,
             model,
             chunking,
+            tokens,
             pdf,
         }
     }

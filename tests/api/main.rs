@@ -8,6 +8,7 @@ mod embed;
 mod extract;
 mod ingest;
 mod jobs_api;
+mod local;
 mod metrics;
 mod models;
 mod pipeline;
