@@ -21,6 +21,7 @@
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
 //! | [`metrics`] | `/metrics`: per-process counters and database gauges in the Prometheus text format |
 //! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
+//! | [`listen`] | one LISTEN connection that reconnects with backoff (worker wake-ups, page events) |
 //! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
 //! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
 //! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
@@ -45,6 +46,7 @@ pub mod embed;
 pub mod extract;
 pub mod http;
 pub mod ingest;
+pub mod listen;
 pub mod maintenance;
 pub mod metrics;
 pub mod models;

@@ -22,13 +22,13 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use sqlx::postgres::PgListener;
 use subtle::ConstantTimeEq;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::listen::Listened;
 
 /// The NOTIFY channel the triggers send on.
 pub const EVENTS_CHANNEL: &str = "docket_events";
@@ -90,57 +90,21 @@ async fn listen(
     up: tokio::sync::watch::Sender<bool>,
     stop: CancellationToken,
 ) {
-    let mut wait = Duration::from_millis(100);
-    loop {
-        let connected = tokio::select! {
-            () = stop.cancelled() => return,
-            connected = connect(&pool) => connected,
-        };
-        let mut listener = match connected {
-            Ok(listener) => listener,
-            Err(err) => {
-                tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "cannot LISTEN for events");
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
-                wait = (wait * 2).min(Duration::from_secs(30));
-                continue;
-            }
-        };
-        wait = Duration::from_millis(100);
-        up.send_replace(true);
-        // Whatever happened while we were not listening is unknown to clients.
-        let _ = sender.send(Change::Resync);
-        loop {
-            let message = tokio::select! {
-                () = stop.cancelled() => return,
-                message = listener.try_recv() => message,
-            };
-            match message {
-                // No receivers is not an error: nobody has the page open.
-                Ok(Some(notification)) => {
-                    let _ = sender.send(Change::Notified(notification.payload().to_owned()));
-                }
-                Ok(None) => {
-                    tracing::warn!("events LISTEN connection lost; reconnecting");
-                    up.send_replace(false);
-                    break;
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "events LISTEN failed; reconnecting");
-                    up.send_replace(false);
-                    break;
-                }
-            }
+    crate::listen::listen(pool, EVENTS_CHANNEL, stop, |event| match event {
+        Listened::Connected => {
+            up.send_replace(true);
+            // Whatever happened while we were not listening is unknown to clients.
+            let _ = sender.send(Change::Resync);
         }
-    }
-}
-
-async fn connect(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(EVENTS_CHANNEL).await?;
-    Ok(listener)
+        // No receivers is not an error: nobody has the page open.
+        Listened::Notified(payload) => {
+            let _ = sender.send(Change::Notified(payload.to_owned()));
+        }
+        Listened::Lost => {
+            up.send_replace(false);
+        }
+    })
+    .await;
 }
 
 /// Query of `GET /api/events`.
