@@ -48,15 +48,7 @@ async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
     assert_eq!(again.status(), StatusCode::OK, "same key: the existing job");
     assert_eq!(again.json::<Value>().await.expect("job")["id"], id);
 
-    let shown: Value = api
-        .client
-        .get(api.url(&format!("/api/jobs/{id}")))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let shown: Value = api.get_json(&format!("/api/jobs/{id}")).await;
     assert_eq!(shown["payload"]["n"], 1);
 
     let cancelled = api
@@ -66,52 +58,22 @@ async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
         .await
         .expect("cancel");
     assert_eq!(cancelled.status(), StatusCode::OK);
-    let retried: Value = api
-        .client
-        .post(api.url(&format!("/api/jobs/{id}/retry")))
-        .send()
-        .await
-        .expect("retry")
-        .json()
-        .await
-        .expect("json");
+    let retried: Value = api.post_json(&format!("/api/jobs/{id}/retry")).await;
     assert_eq!(retried["status"], "ready");
 
     for i in 0..4 {
         enqueue(&pool, NewJob::new("noop", json!({ "i": i }))).await;
     }
-    let page: Value = api
-        .client
-        .get(api.url("/api/jobs?limit=3&status=ready"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let page: Value = api.get_json("/api/jobs?limit=3&status=ready").await;
     assert_eq!(page["jobs"].as_array().expect("jobs").len(), 3);
     let next = page["next"].as_i64().expect("a next cursor");
     let rest: Value = api
-        .client
-        .get(api.url(&format!("/api/jobs?limit=3&status=ready&before={next}")))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+        .get_json(&format!("/api/jobs?limit=3&status=ready&before={next}"))
+        .await;
     assert_eq!(rest["jobs"].as_array().expect("jobs").len(), 2);
     assert!(rest["next"].is_null());
 
-    let stats: Value = api
-        .client
-        .get(api.url("/api/queue/stats"))
-        .send()
-        .await
-        .expect("stats")
-        .json()
-        .await
-        .expect("json");
+    let stats: Value = api.get_json("/api/queue/stats").await;
     assert_eq!(stats["kinds"][0]["kind"], "noop");
     assert_eq!(stats["kinds"][0]["ready"], 5);
     assert!(stats["oldest_due_age_seconds"].as_f64().is_some());

@@ -322,15 +322,7 @@ async fn models_api_lists_adds_and_activates_versions(pool: PgPool) {
         .await
         .expect("activate");
     assert_eq!(activated.status(), reqwest::StatusCode::OK);
-    let listed: Value = api
-        .client
-        .get(api.url("/api/models"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let listed: Value = api.get_json("/api/models").await;
     let listed = listed["models"].as_array().expect("models").clone();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0]["model_version"], version.as_str());

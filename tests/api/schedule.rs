@@ -32,6 +32,13 @@ fn new_schedule(name: &str, cron: &str, timezone: &str) -> NewSchedule {
 }
 
 /// The idempotency keys of the jobs `name` enqueued, in the order they were enqueued.
+/// Creates a schedule that starts counting at `at`.
+async fn create(pool: &PgPool, name: &str, cron: &str, timezone: &str, at: DateTime<Utc>) {
+    store::create(pool, &new_schedule(name, cron, timezone), at)
+        .await
+        .expect("create schedule");
+}
+
 async fn fired_keys(pool: &PgPool, name: &str) -> Vec<String> {
     sqlx::query_scalar("select idempotency_key from jobs where idempotency_key like $1 order by id")
         .bind(format!("schedule:{name}:%"))
@@ -48,20 +55,8 @@ fn keys(name: &str, times: impl IntoIterator<Item = DateTime<Utc>>) -> Vec<Strin
 async fn two_scheduler_loops_over_a_simulated_week_fire_every_firing_exactly_once(pool: PgPool) {
     let start = utc(2026, 3, 25, 0, 0);
     let end = start + Duration::days(7);
-    store::create(
-        &pool,
-        &new_schedule("half-hourly", "*/30 * * * *", "UTC"),
-        start,
-    )
-    .await
-    .expect("create");
-    store::create(
-        &pool,
-        &new_schedule("daily-0230", "30 2 * * *", "Europe/Stockholm"),
-        start,
-    )
-    .await
-    .expect("create");
+    create(&pool, "half-hourly", "*/30 * * * *", "UTC", start).await;
+    create(&pool, "daily-0230", "30 2 * * *", "Europe/Stockholm", start).await;
 
     let config = SchedulerConfig::default();
     let mut a = Scheduler::new(pool.clone(), config.clone());
@@ -122,9 +117,7 @@ async fn two_scheduler_loops_over_a_simulated_week_fire_every_firing_exactly_onc
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
 async fn concurrent_firings_without_the_lock_still_enqueue_each_time_once(pool: PgPool) {
     let start = utc(2026, 5, 1, 0, 0);
-    store::create(&pool, &new_schedule("every-5", "*/5 * * * *", "UTC"), start)
-        .await
-        .expect("create");
+    create(&pool, "every-5", "*/5 * * * *", "UTC", start).await;
     let mut reported = 0;
     for step in 1..=24 * 6 {
         let now = start + Duration::minutes(10 * step);
@@ -145,9 +138,7 @@ async fn concurrent_firings_without_the_lock_still_enqueue_each_time_once(pool: 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
 async fn three_days_down_with_a_one_day_window_runs_exactly_the_firings_inside(pool: PgPool) {
     let t0 = utc(2026, 6, 1, 0, 0);
-    store::create(&pool, &new_schedule("hourly", "0 * * * *", "UTC"), t0)
-        .await
-        .expect("create");
+    create(&pool, "hourly", "0 * * * *", "UTC", t0).await;
     let first = fire_due(&pool, "hourly", t0 + Duration::minutes(61))
         .await
         .expect("fire");
@@ -205,13 +196,7 @@ async fn local_firing_dates(
 async fn daily_0230_runs_once_on_the_spring_forward_day(pool: PgPool) {
     let zone = chrono_tz::America::New_York; // 2026-03-08: 02:00 EST → 03:00 EDT
     let from = utc(2026, 3, 7, 12, 0);
-    store::create(
-        &pool,
-        &new_schedule("ny-0230", "30 2 * * *", "America/New_York"),
-        from,
-    )
-    .await
-    .expect("create");
+    create(&pool, "ny-0230", "30 2 * * *", "America/New_York", from).await;
     let dates = local_firing_dates(&pool, "ny-0230", zone, from, utc(2026, 3, 10, 12, 0)).await;
     assert_eq!(
         dates,
@@ -227,20 +212,8 @@ async fn daily_0230_runs_once_on_the_spring_forward_day(pool: PgPool) {
 async fn daily_0230_runs_once_on_the_fall_back_day(pool: PgPool) {
     let zone = chrono_tz::America::New_York; // 2026-11-01: 02:00 EDT → 01:00 EST
     let from = utc(2026, 10, 31, 12, 0);
-    store::create(
-        &pool,
-        &new_schedule("ny-0130", "30 1 * * *", "America/New_York"),
-        from,
-    )
-    .await
-    .expect("create");
-    store::create(
-        &pool,
-        &new_schedule("ny-0230", "30 2 * * *", "America/New_York"),
-        from,
-    )
-    .await
-    .expect("create");
+    create(&pool, "ny-0130", "30 1 * * *", "America/New_York", from).await;
+    create(&pool, "ny-0230", "30 2 * * *", "America/New_York", from).await;
     let to = utc(2026, 11, 3, 12, 0);
     let repeated = local_firing_dates(&pool, "ny-0130", zone, from, to).await;
     // 01:30 happens twice on 1 November; it runs once, at the first (EDT) instant.
@@ -333,15 +306,7 @@ async fn schedules_api_creates_lists_updates_runs_and_deletes(pool: PgPool) {
         .expect("job");
     assert_eq!(kind, "noop");
 
-    let listed: Value = api
-        .client
-        .get(api.url("/api/schedules"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let listed: Value = api.get_json("/api/schedules").await;
     assert_eq!(listed["schedules"].as_array().map(Vec::len), Some(1));
 
     let deleted = api
@@ -364,16 +329,8 @@ async fn schedules_api_creates_lists_updates_runs_and_deletes(pool: PgPool) {
 async fn pg_cron_job_enqueues_with_the_in_app_key_and_never_twice(pool: PgPool) {
     let url = database_url(&pool).await;
     let t0 = utc(2026, 1, 1, 0, 0);
-    store::create(&pool, &new_schedule("pgc", "*/5 * * * *", "UTC"), t0)
-        .await
-        .expect("create");
-    store::create(
-        &pool,
-        &new_schedule("zoned", "*/5 * * * *", "Europe/Stockholm"),
-        t0,
-    )
-    .await
-    .expect("create");
+    create(&pool, "pgc", "*/5 * * * *", "UTC", t0).await;
+    create(&pool, "zoned", "*/5 * * * *", "Europe/Stockholm", t0).await;
     let refused = schedule::pg_cron::install(&pool, &url, "zoned").await;
     assert!(
         matches!(&refused, Err(schedule::ScheduleError::Invalid(m)) if m.contains("GMT")),

@@ -379,15 +379,7 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
 async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPool) {
     let model = register_active(&pool).await;
     let api = spawn_api(pool.clone(), None).await;
-    let body: Value = api
-        .client
-        .get(api.url("/api/info"))
-        .send()
-        .await
-        .expect("info")
-        .json()
-        .await
-        .expect("JSON");
+    let body: Value = api.get_json("/api/info").await;
     assert_eq!(
         body["active_model"]["model_version"],
         model.model_version.as_str()

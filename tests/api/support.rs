@@ -33,6 +33,18 @@ impl Api {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
+
+    /// GETs `path` and parses the JSON body, whatever the status.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let response = self.client.get(self.url(path)).send().await.expect("GET");
+        response.json().await.expect("a JSON body")
+    }
+
+    /// POSTs to `path` with no body and parses the JSON answer, whatever the status.
+    pub async fn post_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let response = self.client.post(self.url(path)).send().await.expect("POST");
+        response.json().await.expect("a JSON body")
+    }
 }
 
 /// Serves the real router for `pool` on a loopback port; `token` protects `/api` when set.
