@@ -13,6 +13,11 @@
 #   DOCKET_APT_DIR    private apt state for the trixie source suite (default /var/cache/docket-apt).
 set -euo pipefail
 
+# Called from `make`, the environment carries make's flags, and our Makefile's
+# --no-builtin-rules would reach pgvector's PGXS build, which compiles its .c files through
+# make's built-in rules ("No rule to make target 'src/bitutils.o'"). Builds here start clean.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+
 readonly PG_MAJOR="${DOCKET_PG_MAJOR:-15}"
 readonly PG_BINDIR="/usr/lib/postgresql/$PG_MAJOR/bin"
 readonly PG_CONFIG="$PG_BINDIR/pg_config"
