@@ -531,6 +531,8 @@ $("search-form").addEventListener("submit", async (event) => {
   try {
     const params = new URLSearchParams({ q, mode, k: "20" });
     const body = await api(`/api/search?${params}`);
+    const versions = Array.isArray(body.versions) ? body.versions : [];
+    const switching = versions.length > 1;
     const items = body.hits.map((hit) => {
       const item = el("li");
       item.dataset.documentId = String(hit.document_id);
@@ -545,12 +547,15 @@ $("search-form").addEventListener("submit", async (event) => {
       const file = el("a", "original file");
       file.href = `/api/documents/${hit.document_id}/file`;
       where.append(file);
+      // During a model switch, say which version's vector found the chunk.
+      if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
       item.append(where, snippetNode(hit));
       return item;
     });
     results.replaceChildren(...items);
     const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
-    status.textContent = `${items.length} result${items.length === 1 ? "" : "s"} for “${q}”, ${body.mode}${note}.`;
+    const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
+    status.textContent = `${items.length} result${items.length === 1 ? "" : "s"} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
   } catch (err) {
     results.replaceChildren();
     status.textContent = `Search failed: ${err.message}`;

@@ -362,6 +362,7 @@ test("a model switch shows its progress, search still finds documents, and Run n
   await page.getByRole("button", { name: "Search", exact: true }).click();
   await page.waitForFunction(() => /results? for/.test(document.getElementById("search-status").textContent));
   assert.equal(await page.textContent("#search-results li .filename"), "cjk-ko-doc.pdf");
+  assert.equal(await page.textContent("#search-results li .version"), " · under hash:v1:384:c200o30");
 
   // Run now enqueues the reembed job; the jobs view shows it.
   await page.click("#nav-schedules");
