@@ -162,6 +162,7 @@ impl App {
                 .filter(|t| !t.is_empty())
                 .map(|t| Arc::from(t.as_str())),
             max_upload_bytes: config.max_upload_bytes,
+            embedder_warning: config.pipeline.embedder_warning().map(Arc::from),
         };
         Ok(App {
             listener,

@@ -500,6 +500,14 @@ async fn search(args: SearchArgs) -> anyhow::Result<()> {
         results.hits.len(),
         results.mode
     );
+    // During a model switch: which older versions answered, and which could not.
+    for other in results.versions.iter().skip(1) {
+        match (&other.reason, other.documents) {
+            (Some(reason), _) => println!("     {} not searched: {reason}", other.model_version),
+            (None, Some(n)) => println!("     {n} documents read under {}", other.model_version),
+            (None, None) => {}
+        }
+    }
     for (rank, hit) in results.hits.iter().enumerate() {
         println!(
             "{:>3}. {:.4}  {} p.{} #{} (document {})",

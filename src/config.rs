@@ -307,7 +307,8 @@ impl PipelineSettings {
     pub fn embedder_warning(&self) -> Option<String> {
         (self.embedder.is_none() && !self.model_is_present()).then(|| {
             format!(
-                "no embedding model in {} and DOCKET_EMBEDDER is unset: using the hashing embedder,                  which matches spellings, not meaning; run scripts/get-model.sh for semantic search",
+                "no embedding model in {} and DOCKET_EMBEDDER is unset: using the hashing embedder, \
+                 which matches spellings, not meaning; run scripts/get-model.sh for semantic search",
                 self.model_dir().display()
             )
         })
@@ -398,7 +399,8 @@ impl PipelineSettings {
             // Loading the model twice at start-up would double its cost; its files are checked
             // here and its load errors surface when the pipeline is built.
             EmbedderKind::Local if !self.model_is_present() => Err(ConfigError(format!(
-                "DOCKET_EMBEDDER=local but {} lacks config.json, tokenizer.json or                  model.safetensors: run scripts/get-model.sh or set DOCKET_MODEL_DIR",
+                "DOCKET_EMBEDDER=local but {} lacks config.json, tokenizer.json or \
+                 model.safetensors: run scripts/get-model.sh or set DOCKET_MODEL_DIR",
                 self.model_dir().display()
             ))),
             EmbedderKind::Local => Ok(()),
@@ -432,6 +434,10 @@ mod tests {
         assert_eq!(empty.embedder_kind(), EmbedderKind::Hash);
         let warning = empty.embedder_warning().expect("a fallback warns");
         assert!(warning.contains("get-model.sh"), "{warning}");
+        assert!(
+            !warning.contains("  "),
+            "one sentence, not a source line break: {warning}"
+        );
 
         for file in ["config.json", "tokenizer.json", "model.safetensors"] {
             std::fs::write(dir.path().join(file), b"{}").expect("write");

@@ -1,7 +1,8 @@
 //! Operational signals in the Prometheus text format (version 0.0.4), for `/metrics`.
 //!
 //! Two sources. **Counters** of events that happen in this process (job completions and
-//! failures, leases reaped, embedding calls and their latency, 429s, schedule firings) live in
+//! failures, leases reaped, embedding calls and their latency, 429s — every one the provider
+//! sent, and the calls that ended rate limited —, schedule firings) live in
 //! [`Metrics`], one per process ([`global`]), incremented where the event happens. **Gauges** of
 //! state (jobs by status and kind, the oldest due job, dead jobs, failed extractions, model
 //! switch progress) are read from the database at scrape time by [`collect_state`], so every
@@ -140,6 +141,16 @@ impl Metrics {
         }
     }
 
+    /// The embedding provider answered 429 to a request for `model` (`openai:<model>:<dims>`),
+    /// whether the call then waited and retried or gave up.
+    pub fn provider_rate_limited(&self, model: &str) {
+        self.add(
+            "docket_embedding_429_responses_total",
+            vec![("model", model.to_owned())],
+            1,
+        );
+    }
+
     /// Texts whose vector was copied from an identical chunk instead of sent to the provider.
     pub fn embeddings_reused(&self, model: &str, n: u64) {
         self.add(
@@ -245,6 +256,11 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "docket_embedding_rate_limited_total",
         "counter",
         "Embedding calls that ended rate limited (429) after in-call retries.",
+    ),
+    (
+        "docket_embedding_429_responses_total",
+        "counter",
+        "HTTP 429 answers from the embedding provider, retried ones included, by provider model (openai:<model>:<dims>).",
     ),
     (
         "docket_embedding_call_seconds",

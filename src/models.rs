@@ -12,7 +12,7 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
-use crate::embed::Embedder;
+use crate::embed::{Embedder, HashEmbedder};
 use crate::pipeline::chunk::ChunkConfig;
 
 /// Everything that changes the vectors, and the name that stands for it.
@@ -50,12 +50,32 @@ impl ModelVersion {
         }
     }
 
+    /// `<provider>:<model>:<dims>`: what embeds one text, without the chunking.
+    pub fn model_id(&self) -> String {
+        format!("{}:{}:{}", self.provider, self.model, self.dims)
+    }
+
     /// The name of this version's HNSW index: stable, short, and a valid identifier whatever
     /// characters the version holds.
     pub fn index_name(&self) -> String {
         let digest = Sha256::digest(self.model_version.as_bytes());
         format!("embeddings_hnsw_{}", &hex::encode(digest)[..16])
     }
+}
+
+/// The embedder that produces `version`'s vectors in a process whose own embedder is `own`, if
+/// one can be built here: `own` when it is the version's provider, model and dimensions, and
+/// any `hash:v1` version, since hashing needs no configuration. API keys, URLs and model files
+/// are configuration, never stored, so every other version needs a process configured for it.
+/// Chunking is not looked at: it shapes the stored chunks, not how one text is embedded (the
+/// pipeline, which writes chunks, checks it itself).
+pub fn embedder_for(version: &ModelVersion, own: &Embedder) -> Option<Embedder> {
+    if own.model_id() == version.model_id() {
+        return Some(own.clone());
+    }
+    let dims = usize::try_from(version.dims).ok().filter(|d| *d > 0)?;
+    (version.provider == "hash" && version.model == "v1")
+        .then(|| Embedder::Hash(HashEmbedder::new(dims)))
 }
 
 /// Registers `version` (idempotent) and builds its HNSW index if missing.

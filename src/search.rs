@@ -2,8 +2,8 @@
 //!
 //! Three modes, each returning the best `k` chunks:
 //!
-//! - **vector**: the query is embedded by this process's embedder (it must be the model version
-//!   of the stored vectors, else the distances mean nothing) and the nearest chunks by cosine
+//! - **vector**: the query is embedded by the embedder of the model version whose vectors are
+//!   searched (vectors of different versions cannot be compared) and the nearest chunks by cosine
 //!   distance come from that version's partial HNSW index. The query repeats the index's
 //!   expression and predicate exactly (`(embedding::vector(DIMS)) <=> …` with
 //!   `where model_version = '…'`), or PostgreSQL would not use the index. `hnsw.ef_search` is set
@@ -17,10 +17,42 @@
 //! - **hybrid** (the default): reciprocal rank fusion (k = 60) of the vector and text lists, so
 //!   neither score scale dominates.
 //!
+//! **During a switch of the active model version** each document is read under the version the
+//! `document_search_versions` view names for it: the active one once its set there is complete,
+//! else its newest complete set under another version. A vector search then asks one index per
+//! version in use, each query embedded by that version's embedder
+//! ([`crate::models::embedder_for`]): the active version's for every document except those still
+//! read elsewhere (`document_id <> all(…)`, so a half-written new set does not answer for them),
+//! and each older version's over *all* its vectors, keeping only the hits of the documents read
+//! under it. An older version this process cannot embed for (another provider's model) is
+//! skipped, its documents are searched through whatever vectors they already have under the
+//! active version, and the response says so (`versions`, `partial`).
+//!
+//! The view counts every set's chunks and vectors, about 0.1 ms per document: far too much to run
+//! whole on every search. So search first picks the documents that *can* be read elsewhere (a set
+//! marked complete under another version and none under the active one: an anti-join over
+//! `embedding_sets`, cheap) and asks the view only about those. An active set is marked complete
+//! only after its vectors were counted, and the only way it loses vectors later is a reprocess,
+//! which deletes every version's vectors of that document; so the narrowing drops nothing the view
+//! would route elsewhere, except after vectors were deleted by hand.
+//!
+//! **Merging two versions' lists: placement by the older version's rank.** Cosine values of two
+//! models are not on one scale, so they are not compared. Reciprocal rank fusion of the two lists
+//! was tried and rejected: the lists hold disjoint documents, so fusion interleaves them, and a
+//! version that still serves one document would put that document at rank 1 or 2 of every query,
+//! relevant or not. Instead an older version ranks a document among *all* documents it holds
+//! (before a switch it holds every one), which is a position on the same footing as the active
+//! list's: a hit the old version ranks n-th overall is placed n-th in the merged list, and the
+//! active version's hits fill the other places in their own order. A straggler that matches well
+//! stays on top; one that matches poorly stays out of the top k. Each hit keeps the cosine
+//! similarity of its own version and names it (`model_version`), so during a switch the scores of
+//! two versions are not sorted against each other. Hybrid search fuses this merged vector list
+//! with the text list as usual. With one version in use nothing changes.
+//!
 //! Each hit carries the chunk text and a snippet with highlight *ranges* (character offsets),
 //! never markup: clients build the emphasis themselves, so a document can never inject HTML.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pgvector::Vector;
 use serde::Serialize;
@@ -28,7 +60,7 @@ use sqlx::PgPool;
 
 use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
-use crate::models::ModelVersion;
+use crate::models::{self, ModelVersion};
 
 /// Longest query accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -108,6 +140,8 @@ pub struct Hit {
     pub snippet: String,
     /// Where the query's words occur in `snippet`.
     pub highlights: Vec<Highlight>,
+    /// The model version whose vector matched this chunk; `None` for a text-only match.
+    pub model_version: Option<String>,
 }
 
 /// What a search found.
@@ -121,6 +155,38 @@ pub struct SearchResults {
     /// embedder, which only sees spellings).
     pub semantic: bool,
     pub hits: Vec<Hit>,
+    /// The versions whose vectors were asked (empty for text searches): the active one and,
+    /// during a switch, the older versions some documents are still read under.
+    pub versions: Vec<VersionSearched>,
+    /// True when some documents could not be searched by vector because this process cannot
+    /// embed queries for the version they are read under (see `versions`).
+    pub partial: bool,
+}
+
+/// Why a version took part in a vector search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VersionRole {
+    /// The active version: every document whose set under it is complete, and every document
+    /// not read under another version.
+    Active,
+    /// An older version, for the documents whose set under the active one is not complete yet.
+    Fallback,
+    /// The version the request named.
+    Requested,
+}
+
+/// One version's part in a vector search.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionSearched {
+    pub model_version: String,
+    pub role: VersionRole,
+    /// For a fallback: how many documents are read under it.
+    pub documents: Option<usize>,
+    /// Whether its index was searched.
+    pub searched: bool,
+    /// Why not, when it was not.
+    pub reason: Option<String>,
 }
 
 /// Why a search could not run.
@@ -168,6 +234,57 @@ struct Candidate {
     document_id: i64,
     chunk_index: i32,
     score: f64,
+    /// The position in [`Plan::routes`] of the version whose vector matched, if one did.
+    route: Option<usize>,
+}
+
+/// Which documents' vectors one nearest-neighbour query may return; the documents are `$3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every document (`$3` is null).
+    All,
+    /// Only the documents in `$3`.
+    Only,
+    /// Every document but those in `$3`.
+    Except,
+}
+
+/// One version's index to ask, and about which documents.
+#[derive(Debug, Clone)]
+struct Route {
+    version: ModelVersion,
+    embedder: Embedder,
+    scope: Scope,
+    /// `$3` of the query, for [`Scope::Only`] and [`Scope::Except`].
+    documents: Vec<i64>,
+    /// For an older version asked over all its vectors: the documents read under it, the only
+    /// ones whose hits are kept (the others only count for their places).
+    keep: Option<HashSet<i64>>,
+}
+
+/// What a vector search asks.
+#[derive(Debug, Default)]
+struct Plan {
+    routes: Vec<Route>,
+    versions: Vec<VersionSearched>,
+    partial: bool,
+}
+
+impl Route {
+    /// Every document of `version`, or only `document`.
+    fn new(version: ModelVersion, embedder: Embedder, document: Option<i64>) -> Self {
+        Self {
+            version,
+            embedder,
+            scope: if document.is_some() {
+                Scope::Only
+            } else {
+                Scope::All
+            },
+            documents: document.into_iter().collect(),
+            keep: None,
+        }
+    }
 }
 
 impl Searcher {
@@ -203,81 +320,224 @@ impl Searcher {
         if !(1..=MAX_K).contains(&request.k) {
             return Err(SearchError::InvalidK(request.k));
         }
-        let version = self.version(request).await?;
         let k = request.k;
         let document = request.document.map(|d| d.0);
+        let plan = if request.mode.uses_vectors() {
+            self.plan(request).await?
+        } else {
+            Plan::default()
+        };
         let candidates = match request.mode {
-            Mode::Vector => {
-                let version = self.searchable(version.as_deref())?;
-                self.vector(query, version, document, k).await?
-            }
+            Mode::Vector => self.vectors(query, &plan.routes, k).await?,
             Mode::Text => self.text(query, document, k).await?,
             Mode::Hybrid => {
-                let version = self.searchable(version.as_deref())?;
                 // Deeper lists than k give fusion room to promote a chunk both lists like.
                 let depth = (k * 2).clamp(20, 2 * MAX_K);
-                // The two lists are independent: ask for both at once, on two connections.
-                let (vector, text) = tokio::join!(
-                    self.vector(query, version, document, depth),
+                // The lists are independent: ask for all at once, on separate connections.
+                let (vectors, text) = tokio::join!(
+                    self.vectors(query, &plan.routes, depth),
                     self.text(query, document, depth)
                 );
-                fuse(&[vector?, text?], k)
+                fuse(&[vectors?, text?], k)
             }
         };
-        let hits = self.hits(query, &candidates).await?;
+        let hits = self.hits(query, &candidates, &plan.routes).await?;
+        let model_version = match plan.versions.first() {
+            Some(first) => Some(first.model_version.clone()),
+            None => self.text_version(request).await?,
+        };
         Ok(SearchResults {
             mode: request.mode,
-            semantic: request.mode.uses_vectors() && self.embedder.is_semantic(),
-            model_version: version,
+            semantic: request.mode.uses_vectors()
+                && plan.routes.iter().all(|r| r.embedder.is_semantic()),
+            model_version,
             hits,
+            versions: plan.versions,
+            partial: plan.partial,
         })
     }
 
-    /// The requested version, or the active one.
-    async fn version(&self, request: &SearchRequest) -> Result<Option<String>, SearchError> {
+    /// What a text search reports as its version: the requested one (which must exist), or the
+    /// active one when there is one.
+    async fn text_version(&self, request: &SearchRequest) -> Result<Option<String>, SearchError> {
+        match &request.model_version {
+            Some(requested) => match models::get(&self.pool, requested).await? {
+                Some(version) => Ok(Some(version.model_version)),
+                None => Err(SearchError::UnknownModel(requested.clone())),
+            },
+            None => Ok(models::active(&self.pool).await?.map(|m| m.model_version)),
+        }
+    }
+
+    /// The embedder of `version` in this process, if it can build one.
+    fn embedder_for(&self, version: &ModelVersion) -> Option<Embedder> {
+        models::embedder_for(version, &self.embedder)
+    }
+
+    /// Which versions' indexes a vector search asks, about which documents.
+    async fn plan(&self, request: &SearchRequest) -> Result<Plan, SearchError> {
+        let document = request.document.map(|d| d.0);
+        let mut plan = Plan::default();
         if let Some(requested) = &request.model_version {
-            let known: bool = sqlx::query_scalar(
-                "select exists (select 1 from embedding_models where model_version = $1)",
-            )
-            .bind(requested)
-            .fetch_one(&self.pool)
-            .await?;
-            if !known {
-                return Err(SearchError::UnknownModel(requested.clone()));
-            }
-            return Ok(Some(requested.clone()));
-        }
-        let active = crate::models::active(&self.pool).await?;
-        match active {
-            Some(model) => Ok(Some(model.model_version)),
-            None if request.mode.uses_vectors() => Err(SearchError::NoActiveModel),
-            None => Ok(None),
-        }
-    }
-
-    /// The version to search by vector, if this process can embed queries for it.
-    fn searchable<'v>(&self, version: Option<&'v str>) -> Result<&'v str, SearchError> {
-        let version = version.ok_or(SearchError::NoActiveModel)?;
-        if version != self.model.model_version {
-            return Err(SearchError::ModelNotEmbeddable {
-                requested: version.to_owned(),
-                available: self.model.model_version.clone(),
+            let version = models::get(&self.pool, requested)
+                .await?
+                .ok_or_else(|| SearchError::UnknownModel(requested.clone()))?;
+            let embedder =
+                self.embedder_for(&version)
+                    .ok_or_else(|| SearchError::ModelNotEmbeddable {
+                        requested: requested.clone(),
+                        available: self.model.model_version.clone(),
+                    })?;
+            plan.versions.push(VersionSearched {
+                model_version: requested.clone(),
+                role: VersionRole::Requested,
+                documents: None,
+                searched: true,
+                reason: None,
             });
+            plan.routes.push(Route::new(version, embedder, document));
+            return Ok(plan);
         }
-        Ok(version)
+        let active = models::active(&self.pool)
+            .await?
+            .ok_or(SearchError::NoActiveModel)?;
+        // Documents read under a fallback that is searched: the active index must skip them,
+        // or their partial new sets would answer for them a second time.
+        let mut elsewhere: Vec<i64> = Vec::new();
+        let mut fallbacks = Vec::new();
+        for (name, documents) in read_elsewhere(&self.pool, &active.model_version, document).await?
+        {
+            let version = models::get(&self.pool, &name).await?;
+            let embedder = version.as_ref().and_then(|v| self.embedder_for(v));
+            let entry = VersionSearched {
+                model_version: name.clone(),
+                role: VersionRole::Fallback,
+                documents: Some(documents.len()),
+                searched: embedder.is_some(),
+                reason: None,
+            };
+            match (version, embedder) {
+                (Some(version), Some(embedder)) => {
+                    elsewhere.extend(&documents);
+                    fallbacks.push(entry);
+                    let mut route = Route::new(version, embedder, document);
+                    if document.is_none() {
+                        route.keep = Some(documents.into_iter().collect());
+                    }
+                    plan.routes.push(route);
+                }
+                _ => {
+                    plan.partial = true;
+                    fallbacks.push(VersionSearched {
+                        reason: Some(format!(
+                            "this server embeds queries with {}, not {name}: these documents are searched only through the vectors they already have under {}",
+                            self.model.model_version, active.model_version
+                        )),
+                        ..entry
+                    });
+                }
+            }
+        }
+        let mut entry = VersionSearched {
+            model_version: active.model_version.clone(),
+            role: VersionRole::Active,
+            documents: None,
+            searched: false,
+            reason: None,
+        };
+        match self.embedder_for(&active) {
+            // The one document asked for is read under a fallback.
+            Some(_) if document.is_some() && !elsewhere.is_empty() => {
+                entry.reason = Some("the document is read under an older version".to_owned());
+            }
+            Some(embedder) => {
+                entry.searched = true;
+                let mut route = Route::new(active, embedder, document);
+                if document.is_none() && !elsewhere.is_empty() {
+                    route.scope = Scope::Except;
+                    route.documents = elsewhere;
+                }
+                plan.routes.insert(0, route);
+            }
+            None if plan.routes.is_empty() => {
+                return Err(SearchError::ModelNotEmbeddable {
+                    requested: active.model_version,
+                    available: self.model.model_version.clone(),
+                });
+            }
+            None => {
+                plan.partial = true;
+                entry.reason = Some(format!(
+                    "this server embeds queries with {}: documents already moved to the active version are not searched by vector here",
+                    self.model.model_version
+                ));
+            }
+        }
+        plan.versions.push(entry);
+        plan.versions.append(&mut fallbacks);
+        Ok(plan)
     }
 
-    /// The `limit` nearest chunks to the embedded query, over the version's HNSW index.
-    async fn vector(
+    /// The `limit` nearest chunks over every route, merged by placement (see the module docs).
+    async fn vectors(
         &self,
         query: &str,
-        version: &str,
-        document: Option<i64>,
+        routes: &[Route],
         limit: i64,
     ) -> Result<Vec<Candidate>, SearchError> {
-        let mut vectors = self.embedder.embed(&[query.to_owned()]).await?;
-        let embedded = vectors.pop().unwrap_or_default();
-        let sql = vector_sql(self.model.dims, version, document.is_some());
+        // Versions that differ only in chunking embed a query alike: embed it once for them.
+        let mut embedded: HashMap<String, Vector> = HashMap::new();
+        for route in routes {
+            if let std::collections::hash_map::Entry::Vacant(slot) =
+                embedded.entry(route.embedder.model_id())
+            {
+                let mut vectors = route.embedder.embed(&[query.to_owned()]).await?;
+                slot.insert(Vector::from(vectors.pop().unwrap_or_default()));
+            }
+        }
+        let queries = routes.iter().enumerate().map(|(at, route)| {
+            let vector = embedded.get(&route.embedder.model_id());
+            self.nearest(route, at, vector, limit)
+        });
+        let lists = futures::future::try_join_all(queries).await?;
+        if lists.iter().all(Vec::is_empty) {
+            let mut any = false;
+            for route in routes {
+                any = any || self.has_vectors(&route.version.model_version).await?;
+            }
+            if let (false, Some(first)) = (any, routes.first()) {
+                return Err(SearchError::NoVectors(first.version.model_version.clone()));
+            }
+        }
+        let mut placed: Vec<Candidate> = Vec::new();
+        let mut older: Vec<(usize, Candidate)> = Vec::new();
+        for (route, list) in routes.iter().zip(lists) {
+            match &route.keep {
+                None => placed.extend(list),
+                Some(keep) => older.extend(
+                    list.into_iter()
+                        .enumerate()
+                        .filter(|(_, c)| keep.contains(&c.document_id)),
+                ),
+            }
+        }
+        Ok(place(placed, older, usize::try_from(limit).unwrap_or(0)))
+    }
+
+    /// The `limit` nearest chunks to `query` under `route`'s version, over its HNSW index.
+    async fn nearest(
+        &self,
+        route: &Route,
+        at: usize,
+        query: Option<&Vector>,
+        limit: i64,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        let Some(query) = query else {
+            return Ok(Vec::new());
+        };
+        let version = &route.version;
+        let sql = vector_sql(version.dims, &version.model_version, route.scope);
+        let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
         let mut tx = self.pool.begin().await?;
         // Local to this transaction, so pooled connections keep the server defaults.
         sqlx::query(
@@ -288,15 +548,12 @@ impl Searcher {
         .execute(&mut *tx)
         .await?;
         let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(Vector::from(embedded))
+            .bind(query)
             .bind(limit)
-            .bind(document)
+            .bind(documents)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        if rows.is_empty() && !self.has_vectors(version).await? {
-            return Err(SearchError::NoVectors(version.to_owned()));
-        }
         // relaxed_order may return neighbours slightly out of order: sort by the true distance.
         let mut candidates: Vec<Candidate> = rows
             .into_iter()
@@ -304,6 +561,7 @@ impl Searcher {
                 document_id,
                 chunk_index,
                 score: 1.0 - distance,
+                route: Some(at),
             })
             .collect();
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -347,6 +605,7 @@ impl Searcher {
                 document_id,
                 chunk_index,
                 score: f64::from(rank),
+                route: None,
             })
             .collect();
         let missing = limit - candidates.len() as i64;
@@ -374,6 +633,7 @@ impl Searcher {
                         document_id,
                         chunk_index,
                         score: 0.0,
+                        route: None,
                     });
                 }
             }
@@ -382,7 +642,12 @@ impl Searcher {
     }
 
     /// Fetches text and file names for `candidates`, keeping their order.
-    async fn hits(&self, query: &str, candidates: &[Candidate]) -> Result<Vec<Hit>, sqlx::Error> {
+    async fn hits(
+        &self,
+        query: &str,
+        candidates: &[Candidate],
+        routes: &[Route],
+    ) -> Result<Vec<Hit>, sqlx::Error> {
         let ids: Vec<i64> = candidates.iter().map(|c| c.document_id).collect();
         let indexes: Vec<i32> = candidates.iter().map(|c| c.chunk_index).collect();
         let rows: Vec<(i64, i32, i32, String, String)> = sqlx::query_as(
@@ -415,13 +680,18 @@ impl Searcher {
                     text,
                     snippet,
                     highlights,
+                    model_version: c
+                        .route
+                        .and_then(|at| routes.get(at))
+                        .map(|r| r.version.model_version.clone()),
                 })
             })
             .collect())
     }
 }
 
-/// The nearest-neighbour query of one model version.
+/// The nearest-neighbour query of one model version, over the documents `scope` lets through
+/// (`$1` the query vector, `$2` the limit, `$3` a `bigint[]` of documents).
 ///
 /// Built with `format!` because the index is an *expression* index over
 /// `embedding::vector(DIMS)` and a *partial* one for `model_version = '<literal>'`: PostgreSQL
@@ -429,13 +699,13 @@ impl Searcher {
 /// types take no bind parameters) and a predicate it can prove implies the index's, which a bind
 /// parameter is not under a generic plan. `dims` is an integer and the version is quoted as a
 /// SQL literal, so nothing from a request reaches the SQL unquoted.
-pub fn vector_sql(dims: i32, model_version: &str, filtered: bool) -> String {
+pub fn vector_sql(dims: i32, model_version: &str, scope: Scope) -> String {
     let version = quote_literal(model_version);
-    let filter = if filtered {
-        "and document_id = $3"
-    } else {
+    let filter = match scope {
         // $3 is always bound; this keeps its type known when no filter is asked for.
-        "and $3::bigint is null"
+        Scope::All => "and $3::bigint[] is null",
+        Scope::Only => "and document_id = any($3::bigint[])",
+        Scope::Except => "and document_id <> all($3::bigint[])",
     };
     format!(
         "select document_id, chunk_index,
@@ -446,6 +716,69 @@ pub fn vector_sql(dims: i32, model_version: &str, filtered: bool) -> String {
          order by (embedding::vector({dims})) <=> $1::vector({dims})
          limit $2"
     )
+}
+
+/// Per older version, the documents `document_search_versions` reads under it instead of under
+/// `active` (only `document`, when given), by version name. The view is asked only about the
+/// documents that can be read elsewhere (see the module docs): asked whole it counts every set.
+async fn read_elsewhere(
+    pool: &PgPool,
+    active: &str,
+    document: Option<i64>,
+) -> Result<Vec<(String, Vec<i64>)>, sqlx::Error> {
+    sqlx::query_as(
+        "select v.model_version, array_agg(v.document_id order by v.document_id)
+         from document_search_versions v
+         where v.document_id = any(array(
+                   select s.document_id
+                   from embedding_sets s
+                   where s.model_version <> $1
+                     and s.completed_at is not null
+                     and ($2::bigint is null or s.document_id = $2)
+                     and not exists (
+                         select 1 from embedding_sets a
+                         where a.document_id = s.document_id
+                           and a.model_version = $1
+                           and a.completed_at is not null)))
+           and v.model_version <> $1
+         group by v.model_version
+         order by v.model_version",
+    )
+    .bind(active)
+    .bind(document)
+    .fetch_all(pool)
+    .await
+}
+
+/// The active version's list with the older versions' hits put at the places their own
+/// version ranks them among all its vectors (`older`: (0-based place, hit)); see the module docs.
+fn place(
+    active: Vec<Candidate>,
+    mut older: Vec<(usize, Candidate)>,
+    limit: usize,
+) -> Vec<Candidate> {
+    // Stable: of two older hits wanting one place, the first route's comes first.
+    older.sort_by_key(|(at, _)| *at);
+    let mut older = older.into_iter().peekable();
+    let mut active = active.into_iter().peekable();
+    let mut merged = Vec::with_capacity(limit);
+    while merged.len() < limit {
+        let older_first = match (older.peek(), active.peek()) {
+            (Some((at, _)), Some(_)) => *at <= merged.len(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let next = if older_first {
+            older.next().map(|(_, c)| c)
+        } else {
+            active.next()
+        };
+        match next {
+            Some(candidate) => merged.push(candidate),
+            None => break,
+        }
+    }
+    merged
 }
 
 /// A SQL string literal: doubling quotes is enough under `standard_conforming_strings`, on by
@@ -475,7 +808,11 @@ fn fuse(lists: &[Vec<Candidate>], k: i64) -> Vec<Candidate> {
             let add = 1.0 / (RRF_K + rank as f64 + 1.0);
             let key = (candidate.document_id, candidate.chunk_index);
             match position.get(&key) {
-                Some(&at) => fused[at].score += add,
+                Some(&at) => {
+                    fused[at].score += add;
+                    // A text match of a chunk a vector list also found keeps that version.
+                    fused[at].route = fused[at].route.or(candidate.route);
+                }
                 None => {
                     position.insert(key, fused.len());
                     fused.push(Candidate {
@@ -633,6 +970,7 @@ mod tests {
             document_id: d,
             chunk_index: i,
             score: 0.0,
+            route: None,
         };
         let vector = vec![c(1, 0), c(2, 0), c(3, 0)];
         let text = vec![c(2, 0), c(4, 0), c(1, 0)];
@@ -643,15 +981,42 @@ mod tests {
     }
 
     #[test]
+    fn older_hits_take_the_places_their_version_ranks_them() {
+        let c = |d| Candidate {
+            document_id: d,
+            chunk_index: 0,
+            score: 0.0,
+            route: None,
+        };
+        // The old version ranked document 10 first overall and 11 fifth.
+        let merged = place(
+            vec![c(1), c(2), c(3), c(4)],
+            vec![(4, c(11)), (0, c(10))],
+            5,
+        );
+        let order: Vec<i64> = merged.iter().map(|c| c.document_id).collect();
+        assert_eq!(order, vec![10, 1, 2, 3, 11]);
+        // A straggler ranked far down stays out; a short active list leaves room for it.
+        let merged = place(vec![c(1), c(2)], vec![(40, c(10))], 2);
+        assert_eq!(merged.len(), 2);
+        assert!(merged.iter().all(|c| c.document_id != 10));
+        let merged = place(vec![c(1)], vec![(40, c(10))], 5);
+        let order: Vec<i64> = merged.iter().map(|c| c.document_id).collect();
+        assert_eq!(order, vec![1, 10]);
+    }
+
+    #[test]
     fn vector_sql_quotes_the_version_and_repeats_the_index_expression() {
-        let sql = vector_sql(384, "it's:v1", true);
+        let sql = vector_sql(384, "it's:v1", Scope::Only);
         assert!(sql.contains("where model_version = 'it''s:v1'"), "{sql}");
         assert_eq!(
             sql.matches("(embedding::vector(384)) <=> $1::vector(384)")
                 .count(),
             2
         );
-        assert!(sql.contains("document_id = $3"));
+        assert!(sql.contains("document_id = any($3::bigint[])"));
+        assert!(vector_sql(8, "v", Scope::Except).contains("document_id <> all($3::bigint[])"));
+        assert!(vector_sql(8, "v", Scope::All).contains("$3::bigint[] is null"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-// docket's page: upload, watch documents move through the pipeline, search, and fix failures.
+// docket's page: upload, watch documents move through the pipeline, search, fix failures, run
+// and pause schedules, and follow a switch of the embedding model.
 //
 // Rules this file keeps: it talks only to docket's own API; every value from the server or a
 // file is put in the page with textContent (never innerHTML), so a file named "<script>…"
@@ -108,7 +109,15 @@ $("token-form").addEventListener("submit", (event) => {
   refreshAll();
 });
 
-// ---- Header: the model ----------------------------------------------------------------------
+// ---- Header: the model, the embedder, a switch in progress ----------------------------------
+
+function producerName(provider) {
+  return {
+    hash: "the hashing fallback",
+    openai: "an OpenAI-compatible API",
+    local: "the local model",
+  }[provider] || provider;
+}
 
 async function refreshInfo() {
   try {
@@ -118,26 +127,86 @@ async function refreshInfo() {
     const active = info.active_model;
     if (!active) {
       target.append("Model: none active yet");
-      return;
+    } else {
+      target.dataset.version = active.model_version;
+      target.append(`Model: ${active.model_version} (${producerName(active.provider)}, ${active.dims} dimensions)`);
+      if (active.provider === "hash") {
+        target.append(" ");
+        target.append(el("span", "not semantic: matches spellings, not meaning", "warn"));
+      }
     }
-    const producer = {
-      hash: "the hashing fallback",
-      openai: "an OpenAI-compatible API",
-      local: "the local model",
-    }[active.provider] || active.provider;
-    target.append(`Model: ${active.model_version} (${producer}, ${active.dims} dimensions)`);
-    if (active.provider === "hash") {
-      target.append(" ");
-      target.append(el("span", "not semantic: matches spellings, not meaning", "warn"));
-    }
+    // What this server embeds queries (and new documents) with; it may differ from the active
+    // version while a switch waits for a worker configured for the new one.
+    const embedder = info.embedder;
+    const line = $("embedder");
+    line.dataset.version = embedder.model_version;
+    line.dataset.provider = embedder.provider;
+    line.textContent = `Embedder here: ${producerName(embedder.provider)}, ${embedder.model} `
+      + `(${embedder.model_version}${embedder.semantic ? "" : ", not semantic"})`;
+    const warning = $("embedder-warning");
+    warning.textContent = embedder.warning ? `Warning: ${embedder.warning}` : "";
+    warning.hidden = !embedder.warning;
   } catch (err) {
     reportError("Could not load the model", err);
   }
 }
 
+/**
+ * A switch is under way while documents are still searched under an older version, or while the
+ * active version lacks complete sets and an older one exists: then the header shows how far the
+ * re-embedding has come.
+ */
+async function refreshModels() {
+  lastModelsRefresh = Date.now();
+  try {
+    const { models } = await api("/api/models");
+    const active = models.find((m) => m.active);
+    const older = models.filter((m) => !m.active);
+    const stillOld = older.reduce((n, m) => n + m.documents_searchable, 0);
+    const box = $("switch");
+    const underway = Boolean(active)
+      && (stillOld > 0 || (older.length > 0 && active.documents_complete < active.documents_total));
+    box.hidden = !underway;
+    box.dataset.state = underway ? "underway" : "idle";
+    if (!underway) return;
+    const bar = $("switch-progress");
+    bar.max = Math.max(active.documents_total, 1);
+    bar.value = active.documents_complete;
+    box.dataset.complete = String(active.documents_complete);
+    box.dataset.total = String(active.documents_total);
+    const rest = stillOld > 0
+      ? `; ${stillOld} still searched under ${older.filter((m) => m.documents_searchable > 0).map((m) => m.model_version).join(", ")}`
+      : "";
+    $("switch-label").textContent =
+      `Model switch: ${active.documents_complete} of ${active.documents_total} documents re-embedded under ${active.model_version}${rest}`;
+  } catch (err) {
+    reportError("Could not load the model versions", err);
+  }
+}
+
+// /api/models counts every document's sets: refresh it from live events at most this often.
+const MODELS_EVERY_MS = 2000;
+let lastModelsRefresh = 0;
+let modelsPending = null;
+
+function scheduleModelsRefresh() {
+  if (modelsPending) return;
+  const wait = Math.max(0, lastModelsRefresh + MODELS_EVERY_MS - Date.now());
+  modelsPending = setTimeout(() => {
+    modelsPending = null;
+    refreshModels();
+  }, wait);
+}
+
+function refreshHeader() {
+  refreshInfo();
+  refreshModels();
+}
+
 // ---- Views (hash routing) -------------------------------------------------------------------
 
-const VIEWS = ["documents", "detail", "search", "jobs"];
+const VIEWS = ["documents", "detail", "search", "jobs", "schedules"];
+const NAV = ["documents", "search", "jobs", "schedules"];
 let current = { view: "documents", id: null };
 
 function route() {
@@ -147,24 +216,27 @@ function route() {
   else if (VIEWS.includes(hash) && hash !== "detail") current = { view: hash, id: null };
   else current = { view: "documents", id: null };
   for (const view of VIEWS) $(`view-${view}`).hidden = view !== current.view;
-  for (const link of ["documents", "search", "jobs"]) {
+  for (const link of NAV) {
     const active = current.view === link || (link === "documents" && current.view === "detail");
     if (active) $(`nav-${link}`).setAttribute("aria-current", "page");
     else $(`nav-${link}`).removeAttribute("aria-current");
   }
   showError("");
   refreshView();
+  // Another view is a good moment to catch changes nothing notifies about (an activation).
+  refreshHeader();
 }
 
 function refreshView() {
   if (current.view === "documents") return refreshDocuments();
   if (current.view === "detail") return refreshDetail(current.id);
   if (current.view === "jobs") return refreshJobs();
+  if (current.view === "schedules") return refreshSchedules();
   return Promise.resolve();
 }
 
 function refreshAll() {
-  refreshInfo();
+  refreshHeader();
   refreshView();
 }
 
@@ -288,7 +360,9 @@ async function refreshDocuments() {
 // ---- Document detail ------------------------------------------------------------------------
 
 function fact(list, term, value) {
-  list.append(el("dt", term), el("dd", value));
+  const dd = el("dd", value);
+  list.append(el("dt", term), dd);
+  return dd;
 }
 
 function jobItem(job, afterRetry) {
@@ -457,6 +531,8 @@ $("search-form").addEventListener("submit", async (event) => {
   try {
     const params = new URLSearchParams({ q, mode, k: "20" });
     const body = await api(`/api/search?${params}`);
+    const versions = Array.isArray(body.versions) ? body.versions : [];
+    const switching = versions.length > 1;
     const items = body.hits.map((hit) => {
       const item = el("li");
       item.dataset.documentId = String(hit.document_id);
@@ -471,12 +547,15 @@ $("search-form").addEventListener("submit", async (event) => {
       const file = el("a", "original file");
       file.href = `/api/documents/${hit.document_id}/file`;
       where.append(file);
+      // During a model switch, say which version's vector found the chunk.
+      if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
       item.append(where, snippetNode(hit));
       return item;
     });
     results.replaceChildren(...items);
     const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
-    status.textContent = `${items.length} result${items.length === 1 ? "" : "s"} for “${q}”, ${body.mode}${note}.`;
+    const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
+    status.textContent = `${items.length} result${items.length === 1 ? "" : "s"} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
   } catch (err) {
     results.replaceChildren();
     status.textContent = `Search failed: ${err.message}`;
@@ -487,7 +566,11 @@ $("search-form").addEventListener("submit", async (event) => {
 
 async function refreshJobs() {
   try {
-    const [stats, dead] = await Promise.all([api("/api/queue/stats"), api("/api/jobs?status=dead&limit=50")]);
+    const [stats, dead, recent] = await Promise.all([
+      api("/api/queue/stats"),
+      api("/api/jobs?status=dead&limit=50"),
+      api("/api/jobs?limit=20"),
+    ]);
     const rows = stats.kinds.map((k) => {
       const row = el("tr");
       row.dataset.kind = k.kind;
@@ -501,8 +584,124 @@ async function refreshJobs() {
     $("oldest-due").textContent = age == null ? "none" : `${age.toFixed(1)} s`;
     $("dead-jobs").replaceChildren(...dead.jobs.map((job) => jobItem(job, refreshJobs)));
     $("dead-empty").hidden = dead.jobs.length > 0;
+    const recentRows = recent.jobs.map((job) => {
+      const row = el("tr");
+      row.dataset.jobId = String(job.id);
+      row.dataset.kind = job.kind;
+      row.dataset.status = job.status;
+      row.append(
+        el("td", `#${job.id}`),
+        el("td", job.kind),
+        el("td", job.status, `status status-${job.status}`),
+        el("td", `${job.attempts} of ${job.max_attempts}`),
+        el("td", formatTime(job.created_at)),
+      );
+      return row;
+    });
+    document.querySelector("#recent-jobs tbody").replaceChildren(...recentRows);
   } catch (err) {
     reportError("Could not load the jobs", err);
+  }
+}
+
+// ---- Schedules ------------------------------------------------------------------------------
+
+function timeNode(iso, fallback) {
+  if (!iso) return el("span", fallback);
+  const node = el("time", formatTime(iso));
+  node.dateTime = iso;
+  node.title = iso;
+  return node;
+}
+
+function scheduleItem(schedule) {
+  const item = el("li");
+  item.dataset.name = schedule.name;
+  item.dataset.enabled = String(schedule.enabled);
+  item.append(el("h3", schedule.name));
+  const facts = el("dl", null, "facts");
+  fact(facts, "Cron", schedule.cron);
+  fact(facts, "Time zone", schedule.timezone);
+  fact(facts, "Job kind", schedule.kind);
+  const state = fact(facts, "State", schedule.enabled ? "enabled" : "disabled");
+  state.className = `state state-${schedule.enabled ? "enabled" : "disabled"}`;
+  const next = fact(facts, "Next firing", null);
+  next.className = "next-firing";
+  if (schedule.enabled) next.append(timeNode(schedule.next_firing, "none"));
+  else next.append("none while disabled");
+  const last = fact(facts, "Last firing", null);
+  last.className = "last-firing";
+  last.append(timeNode(schedule.last_fired_for, "never"));
+  const plan = schedule.next_run_sends;
+  if (plan) {
+    const sends = fact(
+      facts,
+      "Next run sends",
+      plan.documents === 0
+        ? "nothing: every document is embedded under the active version"
+        : `${plan.chunks} chunk${plan.chunks === 1 ? "" : "s"}, about ${plan.tokens} tokens, for ${plan.documents} document${plan.documents === 1 ? "" : "s"} (text already embedded is copied, not sent)`,
+    );
+    sends.className = "next-run-sends";
+    sends.dataset.chunks = String(plan.chunks);
+    sends.dataset.tokens = String(plan.tokens);
+  }
+  item.append(facts);
+
+  const actions = el("div", null, "actions");
+  const path = `/api/schedules/${encodeURIComponent(schedule.name)}`;
+  const runNow = el("button", "Run now");
+  runNow.type = "button";
+  runNow.setAttribute("aria-label", `Run ${schedule.name} now`);
+  runNow.addEventListener("click", async () => {
+    runNow.disabled = true;
+    try {
+      const body = await api(`${path}/run-now`, { method: "POST" });
+      const status = $("schedule-status");
+      status.replaceChildren(`${schedule.name}: job #${body.job_id} enqueued; `);
+      const link = el("a", "see the jobs view");
+      link.href = "#jobs";
+      status.append(link, ".");
+      status.dataset.jobId = String(body.job_id);
+    } catch (err) {
+      reportError(`Could not run ${schedule.name}`, err);
+    } finally {
+      runNow.disabled = false;
+    }
+  });
+  const toggle = el("button", schedule.enabled ? "Disable" : "Enable");
+  toggle.type = "button";
+  toggle.className = "toggle";
+  toggle.setAttribute("aria-label", `${schedule.enabled ? "Disable" : "Enable"} ${schedule.name}`);
+  toggle.addEventListener("click", async () => {
+    toggle.disabled = true;
+    try {
+      await api(path, {
+        method: "PATCH",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ enabled: !schedule.enabled }),
+      });
+      $("schedule-status").textContent = `${schedule.name} is ${schedule.enabled ? "disabled" : "enabled"}.`;
+      await refreshSchedules();
+      // The list was rebuilt: keep the keyboard where it was.
+      const again = document.querySelector(`#schedule-list li[data-name="${CSS.escape(schedule.name)}"] .toggle`);
+      if (again) again.focus();
+    } catch (err) {
+      reportError(`Could not change ${schedule.name}`, err);
+      toggle.disabled = false;
+    }
+  });
+  actions.append(runNow, toggle);
+  item.append(actions);
+  return item;
+}
+
+async function refreshSchedules() {
+  try {
+    const { schedules } = await api("/api/schedules");
+    $("schedule-list").replaceChildren(...schedules.map(scheduleItem));
+    $("schedules-empty").hidden = schedules.length > 0;
+  } catch (err) {
+    reportError("Could not load the schedules", err);
   }
 }
 
@@ -518,6 +717,7 @@ function scheduleRefresh() {
     pending = null;
     refreshView();
   }, 150);
+  scheduleModelsRefresh();
 }
 
 function connectEvents() {
@@ -546,11 +746,11 @@ function connectEvents() {
   });
 }
 
-// The jobs view shows ages; keep them fresh even when nothing notifies.
+// The jobs and schedules views show ages and times; keep them fresh even when nothing notifies.
 setInterval(() => {
   if (current.view === "jobs") refreshJobs();
+  if (current.view === "schedules") refreshSchedules();
 }, 5000);
 
 route();
-refreshInfo();
 connectEvents();

@@ -399,6 +399,7 @@ async fn serve(
         max_upload_bytes: 1024,
         searcher,
         events: crate::http::EventHub::start(pool.clone(), stop.clone()),
+        embedder_warning: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -440,7 +441,7 @@ async fn recall(
     queries: &[String],
     ef_search: i64,
 ) -> anyhow::Result<f64> {
-    let sql = search::vector_sql(model.dims, &model.model_version, false);
+    let sql = search::vector_sql(model.dims, &model.model_version, search::Scope::All);
     let mut total = 0.0;
     for q in queries {
         let vector = Vector::from(hash.embed_one(q));
@@ -475,7 +476,7 @@ async fn nearest(
     let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
         .bind(vector)
         .bind(K as i64)
-        .bind(None::<i64>)
+        .bind(None::<Vec<i64>>)
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;

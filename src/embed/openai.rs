@@ -7,6 +7,8 @@
 //! batch's first failure. A provider-given retry time is a floor on the wait, and a 429 pauses the
 //! whole limiter so no other worker knocks early. When the budget would be overrun the last error
 //! is returned as it is, so the queue reschedules the job (a 429 without spending an attempt).
+//! Every 429 received is counted in `/metrics` (`docket_embedding_429_responses_total`), the
+//! retried ones included.
 //!
 //! Answers are checked before they are trusted: one vector per input (placed by `index`), the
 //! expected dimensions, only finite values. Any mismatch is a permanent error that names it.
@@ -158,7 +160,7 @@ impl OpenAiEmbedder {
 
     /// `openai:<model>:<dims>`.
     pub fn model_id(&self) -> String {
-        format!("openai:{}:{}", self.inner.config.model, self.inner.dims)
+        self.inner.model_id()
     }
 
     /// The vector length every answer is checked against.
@@ -183,6 +185,10 @@ impl OpenAiEmbedder {
 }
 
 impl Inner {
+    fn model_id(&self) -> String {
+        format!("openai:{}:{}", self.config.model, self.dims)
+    }
+
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = Vec::with_capacity(texts.len());
         for range in plan_batches(texts, self.config.max_batch, self.config.max_batch_tokens) {
@@ -210,6 +216,10 @@ impl Inner {
                 Err(error) if error.is_permanent() => return Err(error),
                 Err(error) => error,
             };
+            if error.is_rate_limited() {
+                // Every 429, also those waited out here: the caller only sees the last one.
+                crate::metrics::global().provider_rate_limited(&self.model_id());
+            }
             let failed_at = Instant::now();
             let started = *first_failure.get_or_insert(failed_at);
             let server_says = error.retry_after().unwrap_or_default();

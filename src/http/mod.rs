@@ -40,8 +40,10 @@ pub struct AppState {
     pub api_token: Option<Arc<str>>,
     /// Largest file accepted in an upload.
     pub max_upload_bytes: u64,
-    /// Searches with the pipeline's embedder, the only one whose vectors it can compare.
+    /// Searches with the pipeline's embedder (and the hash embedders of older versions).
     pub searcher: Arc<Searcher>,
+    /// Why this process's embedder is a fallback, when it is one (`/api/info`, the page).
+    pub embedder_warning: Option<Arc<str>>,
     /// The one LISTEN connection of this process, fanned out to `/api/events` streams.
     pub events: EventHub,
 }

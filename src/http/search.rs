@@ -83,7 +83,9 @@ fn search_error(err: SearchError) -> ApiError {
     }
 }
 
-/// `GET /api/info`: the active model version and what embeds this server's queries.
+/// `GET /api/info`: the active model version, and what embeds this server's queries and
+/// documents (`embedder`), with `warning` set when that is the hashing fallback for a missing
+/// local model.
 pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let active = crate::models::active(&state.pool).await.map_err(database)?;
     let own = state.searcher.model();
@@ -96,6 +98,7 @@ pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError
             "model": own.model,
             "dims": own.dims,
             "semantic": state.searcher.is_semantic(),
+            "warning": state.embedder_warning.as_deref(),
         },
     })))
 }

@@ -18,7 +18,7 @@ pub mod reembed;
 use std::sync::Arc;
 
 use crate::documents::{self, DocumentId, EMBED_JOB, EXTRACT_JOB};
-use crate::embed::{Embedder, HashEmbedder};
+use crate::embed::Embedder;
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
 use crate::worker::{Job, JobError, Outcome, Registry};
@@ -83,10 +83,9 @@ impl Pipeline {
 
     /// The embedder that produces `version`'s vectors in this process, or why there is none.
     ///
-    /// A process embeds its own version, any `hash:v1` version (hashing needs no
-    /// configuration, whatever the dimensions), and an `openai` version whose model and
-    /// dimensions are the ones this process is configured for (the API key and URL are
-    /// configuration, never stored). Chunking is part of a version, and chunks are shared by all
+    /// A process embeds its own version and what [`crate::models::embedder_for`] can build from
+    /// its configuration: any `hash:v1` version, and a version of this process's own provider,
+    /// model and dimensions. Chunking is part of a version, and chunks are shared by all
     /// versions of a document, so a version whose chunking differs from this process's is refused:
     /// its vectors would be labelled with settings that did not make the chunks.
     pub fn embedder_for(&self, version: &ModelVersion) -> Result<Embedder, String> {
@@ -106,22 +105,12 @@ impl Pipeline {
                 self.chunking.overlap_tokens
             ));
         }
-        let dims = usize::try_from(version.dims).unwrap_or(0);
-        match version.provider.as_str() {
-            "hash" if version.model == "v1" && dims > 0 => {
-                Ok(Embedder::Hash(HashEmbedder::new(dims)))
-            }
-            "openai"
-                if self.embedder.model_id()
-                    == format!("openai:{}:{}", version.model, version.dims) =>
-            {
-                Ok(self.embedder.clone())
-            }
-            _ => Err(format!(
+        crate::models::embedder_for(version, &self.embedder).ok_or_else(|| {
+            format!(
                 "this process cannot embed under model version {}: it is configured for {}; run a worker with DOCKET_EMBEDDER and the provider settings of that version",
                 version.model_version, self.model.model_version
-            )),
-        }
+            )
+        })
     }
 
     /// Adds the pipeline's handlers to `registry`.

@@ -1,15 +1,18 @@
 //! `/metrics` over a real HTTP server: the text parses as Prometheus exposition format (a small
-//! parser here checks the grammar) and its gauges equal what the database holds.
+//! parser here checks the grammar), its gauges equal what the database holds, and every 429 of
+//! the test embedding server is counted, also those retried inside one call.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use docket::embed::RateLimits;
 use docket::queue::{NewJob, Queue};
+use docket::testkit::embedding_server::{self, EmbeddingServerConfig};
 use docket::worker::{Outcome, Registry, Worker, WorkerConfig};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{enqueue, spawn_api};
+use crate::support::{enqueue, openai_embedder, spawn_api};
 
 /// One sample: metric name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
@@ -250,4 +253,34 @@ async fn metrics_parse_as_prometheus_text_and_match_the_database(pool: PgPool) {
     let samples = scrape(&api).await;
     let age = value(&samples, "docket_oldest_due_job_age_seconds", &[]).expect("age");
     assert!(age >= 100.0, "{age}");
+
+    // 429s the provider retries inside one call never reach the caller, yet each one counts:
+    // one request a second lets only the first of three requests through at once.
+    let server = embedding_server::start(EmbeddingServerConfig {
+        rpm: Some(1),
+        window: Duration::from_secs(1),
+        dims: 8,
+        ..Default::default()
+    })
+    .await
+    .expect("embedding server");
+    // A model name no other test uses, so the counter's series is this test's alone.
+    let embedder = openai_embedder(&server, 8, RateLimits::default(), |c| {
+        c.model = "metrics-429-probe".into();
+        c.max_batch = 1;
+    });
+    let texts: Vec<String> = (0..3).map(|i| format!("limited text {i}")).collect();
+    let vectors = embedder.embed(&texts).await.expect("waits out the 429s");
+    assert_eq!(vectors.len(), 3);
+    let refused = server.stats().rate_limited;
+    assert!(refused >= 1, "{:?}", server.stats());
+    let samples = scrape(&api).await;
+    assert_eq!(
+        value(
+            &samples,
+            "docket_embedding_429_responses_total",
+            &[("model", "openai:metrics-429-probe:8")]
+        ),
+        Some(refused as f64)
+    );
 }

@@ -75,6 +75,25 @@ async fn search_versions(pool: &PgPool) -> Vec<(i64, String)> {
         .expect("view")
 }
 
+/// Registers a hashing version of `dims` with the default chunking and makes it active.
+async fn activate_hash_version(pool: &PgPool, dims: i32) -> String {
+    let new = models::add(
+        pool,
+        &NewModelVersion {
+            provider: "hash".into(),
+            model: "v1".into(),
+            dims,
+            chunk_tokens: CHUNKING.target_tokens as i32,
+            chunk_overlap: CHUNKING.overlap_tokens as i32,
+        },
+    )
+    .await
+    .expect("add")
+    .model_version;
+    models::switch_to(pool, &new).await.expect("activate");
+    new
+}
+
 async fn embed_jobs_for(pool: &PgPool, version: &str) -> i64 {
     sqlx::query_scalar(
         "select count(*) from jobs where kind = 'embed' and payload ->> 'model_version' = $1",
@@ -101,20 +120,7 @@ async fn activating_a_new_version_reembeds_every_document_once_and_search_switch
     assert_eq!(search_versions(&pool).await, before);
 
     // A second version with other dimensions; activating it moves nothing yet.
-    let new = models::add(
-        &pool,
-        &NewModelVersion {
-            provider: "hash".into(),
-            model: "v1".into(),
-            dims: 24,
-            chunk_tokens: 200,
-            chunk_overlap: 30,
-        },
-    )
-    .await
-    .expect("add")
-    .model_version;
-    models::switch_to(&pool, &new).await.expect("activate");
+    let new = activate_hash_version(&pool, 24).await;
     assert_eq!(
         search_versions(&pool).await,
         before,
@@ -339,4 +345,157 @@ async fn models_api_lists_adds_and_activates_versions(pool: PgPool) {
         .await
         .expect("activate");
     assert_eq!(missing.status(), reqwest::StatusCode::NOT_FOUND);
+}
+
+/// `GET /api/search` on `api`, as JSON (panics unless 200).
+async fn search(api: &crate::support::Api, q: &str, mode: &str) -> Value {
+    let response = api
+        .client
+        .get(api.url("/api/search"))
+        .query(&[("q", q), ("mode", mode), ("k", "20")])
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    response.json().await.expect("search JSON")
+}
+
+/// (document, chunk, model version) of every hit, in order.
+fn hit_versions(body: &Value) -> Vec<(i64, i64, Value)> {
+    body["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            (
+                h["document_id"].as_i64().expect("document"),
+                h["chunk_index"].as_i64().expect("chunk"),
+                h["model_version"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn during_a_switch_vector_search_finds_a_document_through_its_old_version(pool: PgPool) {
+    let pipeline = pipeline(&pool, Embedder::Hash(HashEmbedder::new(64))).await;
+    let old = pipeline.model.model_version.clone();
+    let worker = worker(&pool, &pipeline);
+    let rivers = upload(&pool, "rivers.txt", "rivers flow through wide estuaries").await;
+    // Long enough for several chunks, so its new set can be half written.
+    let mountains_text = (0..60)
+        .map(|i| format!("Glaciers carve alpine meadows below mountain ridge number {i}."))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mountains = upload(&pool, "mountains.txt", &mountains_text).await;
+    worker.run_until_idle().await.expect("pipeline runs");
+
+    let new = activate_hash_version(&pool, 32).await;
+    let embed_under_new = |id: i64| {
+        NewJob::new(
+            "embed",
+            json!({ "document_id": id, "model_version": new.clone() }),
+        )
+    };
+    enqueue(&pool, embed_under_new(rivers)).await;
+    worker.run_until_idle().await.expect("rivers under new");
+    // The mountains' new set is under way: one chunk has its vector, the others do not. That
+    // vector is the very one of a rivers query, so a search that let the half-written set answer
+    // for the mountains would put them first for it.
+    let rivers_query = "estuaries of rivers";
+    sqlx::query(
+        "insert into embeddings (document_id, model_version, chunk_index, embedding)
+         values ($1, $2, 0, $3)",
+    )
+    .bind(mountains)
+    .bind(&new)
+    .bind(pgvector::Vector::from(
+        HashEmbedder::new(32).embed_one(rivers_query),
+    ))
+    .execute(&pool)
+    .await
+    .expect("one new vector");
+    let chunks: i64 = sqlx::query_scalar("select count(*) from chunks where document_id = $1")
+        .bind(mountains)
+        .fetch_one(&pool)
+        .await
+        .expect("chunks");
+    assert!(chunks >= 3, "{chunks} chunks");
+    assert_eq!(
+        search_versions(&pool).await,
+        vec![(rivers, new.clone()), (mountains, old.clone())]
+    );
+
+    // The server embeds with hash:v1:384, neither version: both are built from their rows.
+    let api = spawn_api(pool.clone(), None).await;
+    let body = search(&api, "glaciers alpine meadows mountain ridge", "vector").await;
+    let hits = hit_versions(&body);
+    assert_eq!(hits[0].0, mountains, "{body}");
+    let of_mountains: Vec<_> = hits.iter().filter(|h| h.0 == mountains).collect();
+    assert_eq!(
+        of_mountains.len() as i64,
+        chunks,
+        "every chunk once: {body}"
+    );
+    assert!(
+        of_mountains.iter().all(|h| h.2 == old.as_str()),
+        "read under the old version only, not through its half-written new set: {body}"
+    );
+    assert!(
+        hits.iter()
+            .filter(|h| h.0 == rivers)
+            .all(|h| h.2 == new.as_str()),
+        "{body}"
+    );
+    assert_eq!(body["model_version"], new.as_str());
+    assert_eq!(body["partial"], false);
+    assert_eq!(
+        body["versions"],
+        json!([
+            { "model_version": new, "role": "active", "documents": null, "searched": true, "reason": null },
+            { "model_version": old, "role": "fallback", "documents": 1, "searched": true, "reason": null },
+        ])
+    );
+    let body = search(&api, rivers_query, "vector").await;
+    let hits = hit_versions(&body);
+    assert_eq!(hits[0], (rivers, 0, json!(new)), "{body}");
+    assert!(
+        hits.iter().all(|h| h.0 != mountains || h.2 == old.as_str()),
+        "{body}"
+    );
+    let body = search(&api, "glaciers alpine meadows", "hybrid").await;
+    assert_eq!(hit_versions(&body)[0].0, mountains, "{body}");
+    assert_eq!(hit_versions(&body)[0].2, old.as_str(), "{body}");
+    // Asking for one document searches it where it is read.
+    let response = api
+        .client
+        .get(api.url("/api/search"))
+        .query(&[
+            ("q", "glaciers"),
+            ("mode", "vector"),
+            ("document", &mountains.to_string()),
+        ])
+        .send()
+        .await
+        .expect("search");
+    let body: Value = response.json().await.expect("json");
+    assert!(!hit_versions(&body).is_empty(), "{body}");
+    assert!(
+        hit_versions(&body)
+            .iter()
+            .all(|h| h.0 == mountains && h.2 == old.as_str()),
+        "{body}"
+    );
+
+    // Once its new set is whole, the document is read under the new version only.
+    enqueue(&pool, embed_under_new(mountains)).await;
+    worker.run_until_idle().await.expect("mountains under new");
+    let body = search(&api, "glaciers alpine meadows mountain ridge", "vector").await;
+    let hits = hit_versions(&body);
+    assert_eq!(hits[0].0, mountains, "{body}");
+    assert!(hits.iter().all(|h| h.2 == new.as_str()), "{body}");
+    assert_eq!(
+        body["versions"],
+        json!([{ "model_version": new, "role": "active", "documents": null, "searched": true, "reason": null }])
+    );
 }

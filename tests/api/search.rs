@@ -5,6 +5,7 @@
 use docket::embed::{Embedder, HashEmbedder};
 use docket::models::{self, ModelVersion};
 use docket::pipeline::chunk::ChunkConfig;
+use docket::search::Scope;
 use futures::StreamExt;
 use pgvector::Vector;
 use reqwest::StatusCode;
@@ -235,19 +236,24 @@ async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
         .await
         .expect("analyze");
     let query = Vector::from(HashEmbedder::new(384).embed_one("topic 3"));
-    for filtered in [false, true] {
-        let sql = docket::search::vector_sql(model.dims, &model.model_version, filtered);
+    for (scope, documents) in [
+        (Scope::All, None),
+        (Scope::Only, Some(vec![1i64])),
+        // What the active version's query looks like while documents are read elsewhere.
+        (Scope::Except, Some(vec![2i64, 3])),
+    ] {
+        let sql = docket::search::vector_sql(model.dims, &model.model_version, scope);
         let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("explain {sql}")))
             .bind(&query)
             .bind(10i64)
-            .bind(filtered.then_some(1i64))
+            .bind(documents)
             .fetch_all(&pool)
             .await
             .expect("explain");
         let plan = plan.join("\n");
         assert!(
             plan.contains(&format!("Index Scan using {}", model.index_name())),
-            "filtered={filtered}:\n{plan}"
+            "{scope:?}:\n{plan}"
         );
     }
 }
@@ -287,7 +293,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
     // For so small a document the planner may rather sort its rows exactly (primary key). When
     // it walks the HNSW index instead (forced here by forbidding the sort), the iterative scan
     // is what keeps k hits: without it the filter empties ef_search's candidate list.
-    let sql = docket::search::vector_sql(model.dims, &model.model_version, true);
+    let sql = docket::search::vector_sql(model.dims, &model.model_version, Scope::Only);
     let query = Vector::from(HashEmbedder::new(384).embed_one("ledger account"));
     let mut found = Vec::new();
     for iterative in ["relaxed_order", "off"] {
@@ -305,7 +311,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
         let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("explain {sql}")))
             .bind(&query)
             .bind(10i64)
-            .bind(Some(small))
+            .bind(Some(vec![small]))
             .fetch_all(&mut *tx)
             .await
             .expect("explain");
@@ -313,7 +319,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
         let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
             .bind(&query)
             .bind(10i64)
-            .bind(Some(small))
+            .bind(Some(vec![small]))
             .fetch_all(&mut *tx)
             .await
             .expect("filtered search");
@@ -365,14 +371,92 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
     assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"]["code"], "model_version_not_found");
 
-    let other = ModelVersion::of(
-        &Embedder::Hash(HashEmbedder::new(64)),
-        &ChunkConfig::default(),
-    );
-    models::register(&pool, &other).await.expect("register");
+    // Another provider's model cannot embed queries here (its key and URL are configuration);
+    // another hashing version can, and says it has no vectors.
+    let other = models::add(
+        &pool,
+        &models::NewModelVersion {
+            provider: "openai".into(),
+            model: "text-embedding-3-small".into(),
+            dims: 1536,
+            chunk_tokens: 200,
+            chunk_overlap: 30,
+        },
+    )
+    .await
+    .expect("add");
     let (got, body) = get(&api, &format!("q=x&model_version={}", other.model_version)).await;
     assert_eq!(got, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "model_version_not_embeddable");
+    let hashing = ModelVersion::of(
+        &Embedder::Hash(HashEmbedder::new(64)),
+        &ChunkConfig::default(),
+    );
+    models::register(&pool, &hashing).await.expect("register");
+    let (got, body) = get(
+        &api,
+        &format!("q=x&model_version={}", hashing.model_version),
+    )
+    .await;
+    assert_eq!(got, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "no_vectors");
+    // Text search checks a named version exists too.
+    let (got, body) = get(&api, "q=x&mode=text&model_version=nope:v0").await;
+    assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn documents_under_a_version_this_server_cannot_embed_make_a_partial_answer(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let here = seed(&pool, &model, "here.txt", &readme_paragraphs()[..5]).await;
+    // A document whose only complete set is another provider's: read under that version.
+    let elsewhere_model = models::add(
+        &pool,
+        &models::NewModelVersion {
+            provider: "openai".into(),
+            model: "elsewhere-model".into(),
+            dims: 32,
+            chunk_tokens: 200,
+            chunk_overlap: 30,
+        },
+    )
+    .await
+    .expect("add");
+    let elsewhere = seed(
+        &pool,
+        &elsewhere_model,
+        "elsewhere.txt",
+        &["a paragraph about lighthouses and ships".to_owned()],
+    )
+    .await;
+    let api = spawn_api(pool.clone(), None).await;
+    let (status, body) = get(&api, "q=lighthouses%20ships&mode=vector").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["partial"], true, "{body}");
+    let versions = body["versions"].as_array().expect("versions");
+    assert_eq!(versions[0]["model_version"], model.model_version.as_str());
+    assert_eq!(versions[0]["searched"], true);
+    assert_eq!(
+        versions[1]["model_version"],
+        elsewhere_model.model_version.as_str()
+    );
+    assert_eq!(versions[1]["role"], "fallback");
+    assert_eq!(versions[1]["documents"], 1);
+    assert_eq!(versions[1]["searched"], false);
+    assert!(
+        versions[1]["reason"]
+            .as_str()
+            .expect("a reason")
+            .contains(&model.model_version),
+        "{body}"
+    );
+    let hits = body["hits"].as_array().expect("hits");
+    assert!(!hits.is_empty());
+    assert!(hits.iter().all(|h| h["document_id"] == here), "{body}");
+    // Text search does not depend on vectors: it finds the document.
+    let (_, body) = get(&api, "q=lighthouses&mode=text").await;
+    assert_eq!(body["hits"][0]["document_id"], elsewhere, "{body}");
+    assert_eq!(body["hits"][0]["model_version"], Value::Null);
 }
 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
@@ -386,6 +470,51 @@ async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPo
     );
     assert_eq!(body["active_model"]["provider"], "hash");
     assert_eq!(body["embedder"]["semantic"], false);
+    assert_eq!(body["embedder"]["provider"], "hash");
+    // The test server chose the hashing embedder: no fallback, no warning.
+    assert_eq!(body["embedder"]["warning"], Value::Null);
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn info_warns_when_docket_falls_back_to_the_hashing_embedder(pool: PgPool) {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        serve: docket::config::ServeConfig,
+    }
+    let empty = tempfile::tempdir().expect("temp dir");
+    let database_url = crate::support::database_url(&pool).await;
+    let model_dir = empty.path().to_str().expect("utf-8 path");
+    // No --embedder: the local model is the default, and it is missing from model_dir.
+    let config = Args::try_parse_from([
+        "docket",
+        "--database-url",
+        &database_url,
+        "--bind",
+        "127.0.0.1:0",
+        "--model-dir",
+        model_dir,
+        "--no-workers",
+    ])
+    .expect("parses")
+    .serve;
+    let app = docket::app::App::build(config).await.expect("builds");
+    let base = format!("http://{}", app.local_addr().expect("address"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(app.run_until_stopped(stop.clone().cancelled_owned()));
+    let body: Value = reqwest::get(format!("{base}/api/info"))
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("JSON");
+    stop.cancel();
+    running.await.expect("joins").expect("stops cleanly");
+    assert_eq!(body["embedder"]["provider"], "hash", "{body}");
+    let warning = body["embedder"]["warning"].as_str().expect("a warning");
+    assert!(warning.contains(model_dir), "{warning}");
+    assert!(warning.contains("get-model.sh"), "{warning}");
 }
 
 /// Reads server-sent events until one named `name` arrives; returns its data.

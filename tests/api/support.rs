@@ -75,6 +75,7 @@ pub async fn spawn_api_with_limit(
         job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
         api_token: token.map(Arc::from),
         max_upload_bytes,
+        embedder_warning: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -1,6 +1,7 @@
 // docket's page in a real browser: Debian's chromium driven by playwright-core, against a real
-// `docket serve` (the debug binary cargo built) on a fresh PostgreSQL database with the hashing
-// embedder. Nothing is mocked: files are uploaded through the page's own file input, the
+// `docket serve` (the debug binary cargo built) on a fresh PostgreSQL database. DOCKET_EMBEDDER is
+// left unset and DOCKET_MODEL_DIR points at an empty directory, so docket falls back to the
+// hashing embedder exactly as on a machine without the model, and says so. Nothing is mocked: files are uploaded through the page's own file input, the
 // pipeline runs in the server's workers, and the page follows it through server-sent events.
 //
 // Run with `make browser-test` (or `npm test` here after `cargo build`). Screenshots of each
@@ -9,7 +10,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -33,6 +35,8 @@ let browser;
 let page;
 let adminUrl;
 let databaseName;
+let databaseUrl;
+let emptyModelDir;
 const pageProblems = [];
 
 /** The server the tests' database lives on: DATABASE_URL, else what scripts/db.sh finds. */
@@ -45,20 +49,41 @@ function psql(url, sql) {
   execFileSync("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql], { stdio: ["ignore", "ignore", "pipe"] });
 }
 
+/** The one value `sql` selects from the test database, as psql prints it. */
+function psqlValue(sql) {
+  return execFileSync("psql", ["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", databaseUrl, "-c", sql], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  }).trim();
+}
+
+/** JSON from docket's API, outside the page (what an operator's script would do). */
+async function apiJson(pathAndQuery, options = {}) {
+  const response = await fetch(`${baseUrl}${pathAndQuery}`, {
+    ...options,
+    headers: { "Content-Type": "application/json", ...(options.headers || {}) },
+  });
+  assert.ok(response.ok, `${pathAndQuery}: ${response.status} ${await response.clone().text()}`);
+  return response.json();
+}
+
 /** Starts `docket serve` on a port the OS picks and resolves with its base URL. */
 function startServer(databaseUrl) {
   return new Promise((resolve, reject) => {
+    const env = {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      DOCKET_MODEL_DIR: emptyModelDir,
+      DOCKET_API_TOKEN: "",
+      DOCKET_POLL_MS: "500",
+      RUST_LOG: "info,sqlx=warn",
+      NO_COLOR: "1",
+    };
+    // Unset, so the default applies: the local model, missing here, hence the hash fallback.
+    delete env.DOCKET_EMBEDDER;
     server = spawn(BINARY, ["serve", "--bind", "127.0.0.1:0"], {
       cwd: ROOT,
-      env: {
-        ...process.env,
-        DATABASE_URL: databaseUrl,
-        DOCKET_EMBEDDER: "hash",
-        DOCKET_API_TOKEN: "",
-        DOCKET_POLL_MS: "500",
-        RUST_LOG: "info,sqlx=warn",
-        NO_COLOR: "1",
-      },
+      env,
       stdio: ["ignore", "ignore", "pipe"],
     });
     const timer = setTimeout(() => reject(new Error(`docket serve did not start:\n${serverLog}`)), 60_000);
@@ -88,7 +113,9 @@ before(async () => {
   psql(adminUrl, `create database ${databaseName}`);
   const own = new URL(url);
   own.pathname = `/${databaseName}`;
-  baseUrl = await startServer(own.toString());
+  databaseUrl = own.toString();
+  emptyModelDir = mkdtempSync(path.join(os.tmpdir(), "docket-no-model-"));
+  baseUrl = await startServer(databaseUrl);
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     args: [
@@ -123,6 +150,7 @@ after(async () => {
     if (server.exitCode === null) server.kill("SIGKILL");
   }
   if (databaseName) psql(adminUrl, `drop database if exists ${databaseName} with (force)`);
+  if (emptyModelDir) rmSync(emptyModelDir, { recursive: true, force: true });
 });
 
 async function statusOf(filename) {
@@ -153,6 +181,20 @@ test("the header names the active model and marks the hashing fallback as not se
   assert.match(header, /hashing fallback/);
   assert.match(header, /not semantic/);
   await page.waitForFunction(() => document.getElementById("live").textContent.includes("on"));
+});
+
+test("the header says which embedder this server uses and warns visibly that it is the fallback", async () => {
+  await page.waitForFunction(() => /hash:v1:384/.test(document.getElementById("embedder").textContent));
+  assert.match(await page.textContent("#embedder"), /^Embedder here: the hashing fallback, v1 \(hash:v1:384:c200o30, not semantic\)$/);
+  await page.locator("#embedder-warning").waitFor({ state: "visible" });
+  const warning = await page.textContent("#embedder-warning");
+  assert.ok(warning.includes(`no embedding model in ${emptyModelDir}`), warning);
+  assert.match(warning, /hashing embedder, which matches spellings, not meaning; run scripts\/get-model\.sh/);
+  assert.equal(await page.getAttribute("#embedder-warning", "role"), "alert");
+  // The same sentence the API gives (and the log printed at start-up).
+  const info = await apiJson("/api/info");
+  assert.equal(warning, `Warning: ${info.embedder.warning}`);
+  assert.ok(serverLog.includes(info.embedder.warning), "the log says it too");
 });
 
 test("three uploaded files become two ready documents and one failure with its reason, live", async () => {
@@ -192,7 +234,7 @@ test("an unsupported file is rejected with the reason next to its name", async (
 test("searching a phrase from the Korean PDF puts that file and its page on top", async () => {
   await page.click("#nav-search");
   await page.getByLabel("Search for").fill("usecjkt1font");
-  await page.getByLabel("Mode").selectOption("hybrid");
+  await page.getByLabel("Mode", { exact: true }).selectOption("hybrid");
   await page.getByRole("button", { name: "Search", exact: true }).click();
   await page.waitForFunction(() => document.querySelectorAll("#search-results li").length > 0);
   const top = await page.evaluate(() => {
@@ -259,8 +301,100 @@ test("the jobs view counts jobs per kind and status", async () => {
   assert.match(await page.textContent("#dead-jobs"), /Error history/);
 });
 
+test("the schedules view lists nightly-reembed with its firings, and Disable then Enable change the database", async () => {
+  await page.click("#nav-schedules");
+  const item = page.locator('#schedule-list li[data-name="nightly-reembed"]');
+  await item.waitFor();
+  const schedule = await apiJson("/api/schedules/nightly-reembed");
+  assert.ok(schedule.next_firing, "the API has a next firing");
+  assert.equal(await item.locator(".next-firing time").getAttribute("datetime"), schedule.next_firing);
+  assert.match(await item.textContent(), /Cron0 2 \* \* \*/);
+  assert.match(await item.textContent(), /Time zoneUTC/);
+  assert.match(await item.textContent(), /Job kindreembed/);
+  assert.equal(await item.locator(".last-firing").textContent(), "never");
+  // Every document is embedded under the active version: the next run would send nothing.
+  assert.equal(await item.locator(".next-run-sends").getAttribute("data-chunks"), String(schedule.next_run_sends.chunks));
+  assert.match(await item.locator(".next-run-sends").textContent(), /^nothing/);
+  assert.equal(await item.locator(".state").textContent(), "enabled");
+
+  await item.getByRole("button", { name: "Disable nightly-reembed" }).click();
+  await page.locator('#schedule-list li[data-name="nightly-reembed"][data-enabled="false"]').waitFor();
+  assert.equal(psqlValue("select enabled from schedules where name = 'nightly-reembed'"), "f");
+  assert.equal((await apiJson("/api/schedules/nightly-reembed")).enabled, false);
+  assert.equal(await item.locator(".next-firing").textContent(), "none while disabled");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Enable", "focus stays on the button");
+
+  await item.getByRole("button", { name: "Enable nightly-reembed" }).click();
+  await page.locator('#schedule-list li[data-name="nightly-reembed"][data-enabled="true"]').waitFor();
+  assert.equal(psqlValue("select enabled from schedules where name = 'nightly-reembed'"), "t");
+  assert.equal((await apiJson("/api/schedules/nightly-reembed")).enabled, true);
+  assert.equal(await item.locator(".next-firing time").getAttribute("datetime"), schedule.next_firing);
+});
+
+test("a model switch shows its progress, search still finds documents, and Run now re-embeds until it is done", async () => {
+  // An operator registers and activates a second version (other dimensions) through the API.
+  const added = await apiJson("/api/models", {
+    method: "POST",
+    body: JSON.stringify({ provider: "hash", model: "v1", dims: 24, chunk_tokens: 200, chunk_overlap: 30 }),
+  });
+  const version = added.model.model_version;
+  assert.equal(version, "hash:v1:24:c200o30");
+  await apiJson(`/api/models/${encodeURIComponent(version)}/activate`, { method: "POST" });
+  const { models } = await apiJson("/api/models");
+  const total = models.find((m) => m.active).documents_total;
+  assert.ok(total >= 3, `documents with chunks: ${total}`);
+
+  // Changing views refreshes the header, which now shows the switch at its start.
+  await page.click("#nav-search");
+  await page.locator("#switch").waitFor({ state: "visible" });
+  assert.equal(
+    await page.textContent("#switch-label"),
+    `Model switch: 0 of ${total} documents re-embedded under ${version}; ${total} still searched under hash:v1:384:c200o30`,
+  );
+  assert.equal(await page.evaluate(() => document.getElementById("switch-progress").value), 0);
+  assert.equal(await page.evaluate(() => document.getElementById("switch-progress").max), total);
+  await page.waitForFunction((v) => document.getElementById("model").dataset.version === v, version);
+  await page.screenshot({ path: path.join(OUTPUT, "switch-1280.png") });
+
+  // No document has vectors under the new version yet; vector search finds them under the old.
+  await page.getByLabel("Search for").fill("usecjkt1font");
+  await page.getByLabel("Mode", { exact: true }).selectOption("vector");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.waitForFunction(() => /results? for/.test(document.getElementById("search-status").textContent));
+  assert.equal(await page.textContent("#search-results li .filename"), "cjk-ko-doc.pdf");
+  assert.equal(await page.textContent("#search-results li .version"), " · under hash:v1:384:c200o30");
+
+  // Run now enqueues the reembed job; the jobs view shows it.
+  await page.click("#nav-schedules");
+  const item = page.locator('#schedule-list li[data-name="nightly-reembed"]');
+  await item.waitFor();
+  await item.getByRole("button", { name: "Run nightly-reembed now" }).click();
+  await page.waitForFunction(() => document.getElementById("schedule-status").dataset.jobId);
+  const jobId = await page.getAttribute("#schedule-status", "data-job-id");
+  assert.match(await page.textContent("#schedule-status"), new RegExp(`job #${jobId} enqueued`));
+  assert.equal(psqlValue(`select kind from jobs where id = ${Number(jobId)}`), "reembed");
+  await page.click("#nav-jobs");
+  const row = page.locator(`#recent-jobs tr[data-job-id="${jobId}"]`);
+  await row.waitFor();
+  assert.equal(await row.getAttribute("data-kind"), "reembed");
+
+  // The embed jobs it enqueued run in the server's workers; the page follows live until the
+  // switch is complete and the progress line goes away.
+  await page.waitForFunction(() => document.getElementById("switch").dataset.state === "idle", null, {
+    timeout: PIPELINE_TIMEOUT,
+  });
+  assert.equal(await page.isVisible("#switch"), false);
+  const after = (await apiJson("/api/models")).models.find((m) => m.active);
+  assert.equal(after.documents_complete, total);
+  assert.equal(after.documents_searchable, total);
+  await page.waitForFunction((id) => {
+    const r = document.querySelector(`#recent-jobs tr[data-job-id="${id}"]`);
+    return r && r.dataset.status === "done";
+  }, jobId);
+});
+
 test("each view is usable at 360 px and 1280 px, and screenshots are saved", async () => {
-  const views = ["documents", "search", "jobs"];
+  const views = ["documents", "search", "jobs", "schedules"];
   const brokenLink = await page.evaluate(() => {
     const row = document.querySelector('#doc-list tr[data-status="failed"] a');
     return row ? row.getAttribute("href") : null;
