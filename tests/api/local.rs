@@ -135,10 +135,10 @@ fn token_counts_agree_with_the_reference_tokenizer_and_stop_at_the_max_length() 
 }
 
 #[test]
-fn a_text_gets_the_same_vector_alone_as_padded_in_a_batch() {
+fn a_text_gets_the_same_vector_alone_as_packed_among_others() {
     let model = model();
     let short = "Does the warranty cover water damage?".to_owned();
-    let long = "A long neighbour that forces padding onto the short text. ".repeat(20);
+    let long = "A long neighbour packed right before the short text. ".repeat(20);
     let alone = model
         .embed_blocking(std::slice::from_ref(&short))
         .expect("embed");
@@ -146,8 +146,29 @@ fn a_text_gets_the_same_vector_alone_as_padded_in_a_batch() {
     let similarity = cosine(&alone[0], &batched[1]);
     assert!(
         similarity > 0.99999,
-        "padding changed the vector: cosine {similarity}"
+        "its neighbour changed the vector: cosine {similarity}"
     );
+}
+
+#[test]
+fn a_batch_split_into_several_forward_passes_keeps_every_vector_in_place() {
+    let model = model();
+    // Texts at the max length, more of them than one pass holds.
+    let per_pass = docket::embed::local::TOKENS_PER_PASS / model.max_tokens();
+    let texts: Vec<String> = (0..per_pass + 3)
+        .map(|i| format!("Text number {i} repeats its own words. ").repeat(40))
+        .collect();
+    let batched = model.embed_blocking(&texts).expect("embed the batch");
+    assert_eq!(batched.len(), texts.len());
+    for i in [0, per_pass - 1, per_pass, texts.len() - 1] {
+        let alone = model
+            .embed_blocking(std::slice::from_ref(&texts[i]))
+            .expect("embed one text");
+        let similarity = cosine(&alone[0], &batched[i]);
+        assert!(similarity > 0.99999, "text {i}: cosine {similarity}");
+    }
+    // Different texts must not have collapsed into one vector.
+    assert!(cosine(&batched[0], &batched[per_pass]) < 0.999);
 }
 
 /// The texts the end-to-end test ingests: a filler-text PDF, a Korean LaTeX manual and an

@@ -6,13 +6,15 @@
 //! all-MiniLM-L6-v2, from `sentence_bert_config.json`, *not* the 128 the shipped tokenizer file
 //! asks for), the BERT encoder, mean pooling over the attention mask, and L2 normalisation.
 //!
-//! Speed: texts are tokenized first and sorted by length, so each forward pass pads only to the
-//! longest text of its own micro-batch instead of a fixed width; micro-batches run in parallel,
-//! one per thread. Inference is CPU-bound and
-//! blocking: it runs on tokio's blocking pool, one call at a time per process (a semaphore),
-//! inside a dedicated rayon pool of a bounded number of threads, so the HTTP server and the queue
-//! keep their cores. gemm (candle's matmul) splits work by `RAYON_NUM_THREADS` (else the physical
-//! core count) and picks its AVX-512 kernels at run time where the CPU has them.
+//! Speed: the encoder ([`bert`]) packs the texts of a batch end to end, with no padding, so every
+//! linear layer is one large matrix product over all their tokens; attention runs per text over
+//! strided views, and the element-wise steps are fused, threaded, vectorised kernels
+//! ([`kernels`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
+//! bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
+//! tokio's blocking pool, one call at a time per process (a semaphore), inside a dedicated rayon
+//! pool of a bounded number of threads, so the HTTP server and the queue keep their cores.
+//! gemm (candle's matmul) splits its work by `RAYON_NUM_THREADS` (else the core count) and,
+//! like the kernels, picks AVX-512 code at run time where the CPU has it.
 //!
 //! Load failures (missing or malformed files) are [`EmbedError::Config`]; a failure during
 //! inference is [`EmbedError::Permanent`], since the same input would fail again.
@@ -20,18 +22,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use rayon::prelude::*;
+use candle_core::Device;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::EmbedError;
 use crate::pipeline::chunk::TokenCounter;
 
-/// Texts per forward pass: large enough to keep the matmuls efficient, small enough that
-/// length-sorted micro-batches stay homogeneous and memory stays modest.
-const MICRO_BATCH: usize = 32;
+mod bert;
+mod kernels;
+
+use bert::{BertConfig, Encoder};
+
+/// Most tokens in one forward pass. Large enough that the products stay efficient (measured:
+/// no gain past it), small enough to bound memory: the widest intermediate is
+/// `TOKENS_PER_PASS × intermediate size` floats (48 MB for all-MiniLM-L6-v2).
+pub const TOKENS_PER_PASS: usize = 8192;
 
 /// Where the model is and how much CPU it may use.
 #[derive(Debug, Clone)]
@@ -50,7 +55,7 @@ pub struct LocalEmbedder {
 }
 
 struct Inner {
-    model: BertModel,
+    model: Encoder,
     /// The tokenizer with truncation at `max_tokens` and no padding: for embedding.
     tokenizer: Tokenizer,
     /// The same tokenizer without truncation: for counting whole chunks.
@@ -60,7 +65,6 @@ struct Inner {
     dims: usize,
     /// Most tokens per text, special tokens included.
     max_tokens: usize,
-    pad_id: u32,
     threads: usize,
     pool: rayon::ThreadPool,
     /// One inference at a time: two would only fight over the same cores.
@@ -107,13 +111,11 @@ impl LocalEmbedder {
                 ..TruncationParams::default()
             }))
             .map_err(|err| config_error(dir, format!("tokenizer.json: {err}")))?;
-        let pad_id = u32::try_from(bert.pad_token_id).unwrap_or(0);
 
-        let device = Device::Cpu;
-        let weights = read(dir, "model.safetensors")?;
-        let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|err| config_error(dir, format!("model.safetensors: {err}")))?;
-        let model = BertModel::load(vars, &bert)
+        let weights =
+            candle_core::safetensors::load_buffer(&read(dir, "model.safetensors")?, &Device::Cpu)
+                .map_err(|err| config_error(dir, format!("model.safetensors: {err}")))?;
+        let model = Encoder::load(&weights, &bert)
             .map_err(|err| config_error(dir, format!("loading the BERT weights: {err}")))?;
 
         let threads = config.threads.max(1);
@@ -136,7 +138,6 @@ impl LocalEmbedder {
                 name,
                 dims: bert.hidden_size,
                 max_tokens,
-                pad_id,
                 threads,
                 pool,
                 running: tokio::sync::Semaphore::new(1),
@@ -198,12 +199,12 @@ impl LocalEmbedder {
     /// callers that are already off the async runtime.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inner = &self.inner;
-        inner.pool.install(|| inner.embed_sorted(texts))
+        inner.pool.install(|| inner.embed_packed(texts))
     }
 }
 
 impl Inner {
-    fn embed_sorted(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_packed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encoded = Vec::with_capacity(texts.len());
         for text in texts {
             let encoding = self
@@ -212,79 +213,37 @@ impl Inner {
                 .map_err(|err| EmbedError::permanent(format!("tokenizing: {err}")))?;
             encoded.push(encoding.get_ids().to_vec());
         }
-        // Longest first, so the first (slowest) pass shows any memory problem at once and each
-        // micro-batch pads to a length close to all of its members'.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(encoded[i].len()));
-
-        // Micro-batches run side by side, one per thread: only candle's matrix products are
-        // multi-threaded, its element-wise steps (GELU, layer norm, additions) are not, so
-        // splitting the batch is what keeps every thread busy. Batches too small to split
-        // still use every thread inside the matrix products.
-        let size = texts.len().div_ceil(self.threads).clamp(1, MICRO_BATCH);
-        let groups: Vec<&[usize]> = order.chunks(size).collect();
-        let pooled: Vec<candle_core::Result<Vec<Vec<f32>>>> = groups
-            .par_iter()
-            .map(|group| {
-                let batch: Vec<&[u32]> = group.iter().map(|&i| encoded[i].as_slice()).collect();
-                self.forward(&batch)
-            })
-            .collect();
-        let mut vectors = vec![Vec::new(); texts.len()];
-        for (group, result) in groups.iter().zip(pooled) {
-            let result = result
+        let mut vectors = Vec::with_capacity(texts.len());
+        for pass in passes(&encoded, TOKENS_PER_PASS) {
+            let batch: Vec<&[u32]> = pass.iter().map(Vec::as_slice).collect();
+            let pooled = self
+                .model
+                .embed_packed(&batch)
                 .map_err(|err| EmbedError::permanent(format!("local model inference: {err}")))?;
-            for (&i, vector) in group.iter().zip(result) {
-                vectors[i] = vector;
-            }
+            vectors.extend(pooled);
         }
         Ok(vectors)
     }
+}
 
-    /// One forward pass over token ids padded to the longest of `batch`; returns the pooled,
-    /// normalised vectors in `batch` order.
-    fn forward(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let rows = batch.len();
-        let width = batch.iter().map(|ids| ids.len()).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(rows * width);
-        let mut mask = Vec::with_capacity(rows * width);
-        for row in batch {
-            ids.extend_from_slice(row);
-            ids.extend(std::iter::repeat_n(self.pad_id, width - row.len()));
-            mask.extend(std::iter::repeat_n(1f32, row.len()));
-            mask.extend(std::iter::repeat_n(0f32, width - row.len()));
+/// Consecutive runs of `texts` of at most `budget` tokens each (a longer text makes a run of
+/// its own), in order.
+fn passes(texts: &[Vec<u32>], budget: usize) -> impl Iterator<Item = &[Vec<u32>]> {
+    let mut rest = texts;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-        let device = &self.model.device;
-        let input_ids = Tensor::from_vec(ids, (rows, width), device)?;
-        let type_ids = input_ids.zeros_like()?;
-        let attention = Tensor::from_vec(mask.clone(), (rows, width), device)?;
-        let hidden = self
-            .model
-            .forward(&input_ids, &type_ids, Some(&attention))?;
-        let hidden = hidden.to_vec3::<f32>()?;
-
-        let mut out = Vec::with_capacity(rows);
-        for (r, tokens) in hidden.iter().enumerate() {
-            let row_mask = &mask[r * width..(r + 1) * width];
-            let mut sum = vec![0f32; self.dims];
-            let mut count = 0f32;
-            for (token, &m) in tokens.iter().zip(row_mask) {
-                if m > 0.0 {
-                    count += 1.0;
-                    for (s, v) in sum.iter_mut().zip(token) {
-                        *s += v;
-                    }
-                }
-            }
-            let count = count.max(1e-9);
-            sum.iter_mut().for_each(|s| *s /= count);
-            // sentence-transformers' Normalize: x / max(‖x‖, 1e-12).
-            let norm = sum.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            sum.iter_mut().for_each(|s| *s /= norm);
-            out.push(sum);
+        let mut tokens = 0;
+        let mut end = 0;
+        while end < rest.len() && (end == 0 || tokens + rest[end].len() <= budget) {
+            tokens += rest[end].len();
+            end += 1;
         }
-        Ok(out)
-    }
+        let (pass, tail) = rest.split_at(end);
+        rest = tail;
+        Some(pass)
+    })
 }
 
 /// Counts tokens with the local model's tokenizer, special tokens excluded, nothing truncated.
@@ -343,5 +302,20 @@ fn config_error(dir: &Path, message: String) -> EmbedError {
             "local model in {}: {message} (scripts/get-model.sh installs the default model)",
             dir.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passes;
+
+    #[test]
+    fn passes_keep_order_and_stay_within_the_budget_unless_one_text_is_longer() {
+        let texts: Vec<Vec<u32>> = [3, 4, 2, 9, 1, 1].iter().map(|&n| vec![0; n]).collect();
+        let lengths: Vec<Vec<usize>> = passes(&texts, 7)
+            .map(|pass| pass.iter().map(Vec::len).collect())
+            .collect();
+        assert_eq!(lengths, vec![vec![3, 4], vec![2], vec![9], vec![1, 1]]);
+        assert_eq!(passes(&[], 7).count(), 0);
     }
 }
