@@ -72,7 +72,8 @@ impl Embedder {
         match self {
             Self::Hash(_) => 256,
             Self::OpenAi(o) => o.max_batch(),
-            // Big enough for full length-sorted micro-batches, small enough to checkpoint often.
+            // Enough tokens to fill a forward pass (64 chunks of 200 tokens ≈ 12,800 > 8,192),
+            // few enough texts to checkpoint often.
             Self::Local(_) => 64,
         }
     }

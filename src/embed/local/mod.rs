@@ -99,7 +99,7 @@ impl LocalEmbedder {
         let mut counter = Tokenizer::from_bytes(read(dir, "tokenizer.json")?)
             .map_err(|err| config_error(dir, format!("tokenizer.json: {err}")))?;
         // The shipped file pads every input to a fixed width and may truncate shorter than the
-        // model's sequence length; both are replaced here (padding is done per micro-batch).
+        // model's sequence length; both are replaced here (the encoder packs texts unpadded).
         counter.with_padding(None);
         counter
             .with_truncation(None)
