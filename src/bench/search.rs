@@ -6,7 +6,7 @@
 //! vectors are equal). Rows go in with bulk SQL, and the HNSW index is built afterwards, as one
 //! would load a corpus. Then the real router serves on 127.0.0.1 and the same queries run
 //! through `GET /api/search` in each mode, one at a time, for p50/p95 latency. Recall@10
-//! compares the HNSW answer (the exact query search.rs sends, same `ef_search`) with an exact
+//! compares the HNSW answer (the exact query src/search/ sends, same `ef_search`) with an exact
 //! scan of the same vectors (`enable_indexscan = off`: a sequential scan and a sort).
 
 use std::path::PathBuf;

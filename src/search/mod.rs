@@ -51,6 +51,9 @@
 //!
 //! Each hit carries the chunk text and a snippet with highlight *ranges* (character offsets),
 //! never markup: clients build the emphasis themselves, so a document can never inject HTML.
+//!
+//! Parts: this file holds every query; [`snippet`] cuts snippets (pure text); [`rank`] fuses and
+//! merges candidate lists (pure functions).
 
 use std::collections::{HashMap, HashSet};
 
@@ -62,6 +65,13 @@ use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
 use crate::models::{self, ModelVersion};
 
+mod rank;
+mod snippet;
+
+use rank::{fuse, place};
+pub use snippet::{Highlight, snippet_of};
+use snippet::{query_terms, snippet};
+
 /// Longest query accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
 /// Most hits one search returns.
@@ -72,10 +82,6 @@ pub const DEFAULT_K: i64 = 10;
 /// of 0.97 at 100 on 100,000 chunks for passage queries; raising it to 800 bought little
 /// (BENCHMARKS.md).
 pub const EF_SEARCH: i64 = 100;
-/// The constant of reciprocal rank fusion, as in the original paper (Cormack et al., 2009).
-const RRF_K: f64 = 60.0;
-/// Characters of context a snippet shows around its first match.
-const SNIPPET_CHARS: usize = 240;
 
 /// How to search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
@@ -116,13 +122,6 @@ pub struct SearchRequest {
     pub document: Option<DocumentId>,
     /// Search vectors of this version; the active one when `None`.
     pub model_version: Option<String>,
-}
-
-/// A highlighted part of a snippet: `[start, end)` in characters (Unicode scalar values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Highlight {
-    pub start: usize,
-    pub end: usize,
 }
 
 /// One result (DESIGN.md section 8).
@@ -750,37 +749,6 @@ async fn read_elsewhere(
     .await
 }
 
-/// The active version's list with the older versions' hits put at the places their own
-/// version ranks them among all its vectors (`older`: (0-based place, hit)); see the module docs.
-fn place(
-    active: Vec<Candidate>,
-    mut older: Vec<(usize, Candidate)>,
-    limit: usize,
-) -> Vec<Candidate> {
-    // Stable: of two older hits wanting one place, the first route's comes first.
-    older.sort_by_key(|(at, _)| *at);
-    let mut older = older.into_iter().peekable();
-    let mut active = active.into_iter().peekable();
-    let mut merged = Vec::with_capacity(limit);
-    while merged.len() < limit {
-        let older_first = match (older.peek(), active.peek()) {
-            (Some((at, _)), Some(_)) => *at <= merged.len(),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let next = if older_first {
-            older.next().map(|(_, c)| c)
-        } else {
-            active.next()
-        };
-        match next {
-            Some(candidate) => merged.push(candidate),
-            None => break,
-        }
-    }
-    merged
-}
-
 /// A SQL string literal: doubling quotes is enough under `standard_conforming_strings`, on by
 /// default since PostgreSQL 9.1; the `E` prefix is never used, so backslashes are plain.
 fn quote_literal(value: &str) -> String {
@@ -799,211 +767,9 @@ fn escape_like(query: &str) -> String {
     escaped
 }
 
-/// Reciprocal rank fusion: each list adds `1 / (RRF_K + rank)` (rank from 1) to a chunk.
-fn fuse(lists: &[Vec<Candidate>], k: i64) -> Vec<Candidate> {
-    let mut fused: Vec<Candidate> = Vec::new();
-    let mut position: HashMap<(i64, i32), usize> = HashMap::new();
-    for list in lists {
-        for (rank, candidate) in list.iter().enumerate() {
-            let add = 1.0 / (RRF_K + rank as f64 + 1.0);
-            let key = (candidate.document_id, candidate.chunk_index);
-            match position.get(&key) {
-                Some(&at) => {
-                    fused[at].score += add;
-                    // A text match of a chunk a vector list also found keeps that version.
-                    fused[at].route = fused[at].route.or(candidate.route);
-                }
-                None => {
-                    position.insert(key, fused.len());
-                    fused.push(Candidate {
-                        score: add,
-                        ..*candidate
-                    });
-                }
-            }
-        }
-    }
-    // Stable: among equal scores the earlier list's order wins.
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
-    fused.truncate(usize::try_from(k).unwrap_or(0));
-    fused
-}
-
-/// The words of a query worth highlighting, lower-cased: websearch operators (`or`, a leading
-/// `-`) and single Latin letters are left out; CJK runs stay whole.
-fn query_terms(query: &str) -> Vec<Vec<char>> {
-    let mut terms: Vec<Vec<char>> = Vec::new();
-    for token in query.split_whitespace() {
-        if token.starts_with('-') || token.eq_ignore_ascii_case("or") {
-            continue;
-        }
-        for word in token.split(|c: char| !c.is_alphanumeric()) {
-            let word: Vec<char> = word.chars().map(lower).collect();
-            let worth = word.len() >= 2 || word.iter().any(|c| !c.is_ascii());
-            if worth && !word.is_empty() && !terms.contains(&word) {
-                terms.push(word);
-            }
-        }
-    }
-    terms
-}
-
-/// Lower-cases one character to one character, so offsets stay aligned with the original.
-fn lower(c: char) -> char {
-    c.to_lowercase().next().unwrap_or(c)
-}
-
-/// A window of `text` around the first match of any term, and the matches inside it.
-pub fn snippet_of(text: &str, query: &str) -> (String, Vec<Highlight>) {
-    snippet(text, &query_terms(query))
-}
-
-fn snippet(text: &str, terms: &[Vec<char>]) -> (String, Vec<Highlight>) {
-    let chars: Vec<char> = text.chars().collect();
-    let lowered: Vec<char> = chars.iter().copied().map(lower).collect();
-    let mut matches: Vec<(usize, usize)> = Vec::new();
-    for term in terms {
-        let mut at = 0;
-        while at + term.len() <= lowered.len() {
-            if lowered[at..at + term.len()] == term[..] {
-                matches.push((at, at + term.len()));
-                at += term.len();
-            } else {
-                at += 1;
-            }
-        }
-    }
-    matches.sort_unstable();
-    // Merge overlapping or touching matches into one range.
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (start, end) in matches {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    let first = merged.first().map_or(0, |m| m.0);
-    // Start a little before the first match, at a word boundary when one is near.
-    let mut start = first.saturating_sub(SNIPPET_CHARS / 4);
-    if start > 0
-        && let Some(space) = chars[start..first].iter().position(|c| c.is_whitespace())
-    {
-        start += space + 1;
-    }
-    let end = (start + SNIPPET_CHARS).min(chars.len());
-    let prefix = if start > 0 { "…" } else { "" };
-    let suffix = if end < chars.len() { "…" } else { "" };
-    let offset = prefix.chars().count();
-    let body: String = chars[start..end].iter().collect();
-    let snippet = format!("{prefix}{}{suffix}", body.trim_end());
-    let body_len = body.trim_end().chars().count();
-    let highlights = merged
-        .into_iter()
-        .filter(|&(s, e)| s >= start && e <= start + body_len)
-        .map(|(s, e)| Highlight {
-            start: s - start + offset,
-            end: e - start + offset,
-        })
-        .collect();
-    (snippet, highlights)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn marked(snippet: &str, highlights: &[Highlight]) -> Vec<String> {
-        let chars: Vec<char> = snippet.chars().collect();
-        highlights
-            .iter()
-            .map(|h| chars[h.start..h.end].iter().collect())
-            .collect()
-    }
-
-    #[test]
-    fn highlights_mark_every_query_word_case_insensitively() {
-        let (snippet, highlights) =
-            snippet_of("Python is fun. I like python and PYTHON.", "python fun");
-        assert_eq!(
-            marked(&snippet, &highlights),
-            vec!["Python", "fun", "python", "PYTHON"]
-        );
-    }
-
-    #[test]
-    fn highlights_count_characters_not_bytes_in_cjk_text() {
-        let text = "日本語のテキストで東京タワーを検索します";
-        let (snippet, highlights) = snippet_of(text, "東京タワー");
-        assert_eq!(marked(&snippet, &highlights), vec!["東京タワー"]);
-        assert_eq!(highlights[0].start, 9);
-    }
-
-    #[test]
-    fn a_late_match_gets_a_window_with_ellipses_and_shifted_ranges() {
-        let text = format!("{} needle {}", "hay ".repeat(200), "hay ".repeat(200));
-        let (snippet, highlights) = snippet_of(&text, "needle");
-        assert!(
-            snippet.starts_with('…') && snippet.ends_with('…'),
-            "{snippet}"
-        );
-        assert!(snippet.chars().count() <= SNIPPET_CHARS + 2);
-        assert_eq!(marked(&snippet, &highlights), vec!["needle"]);
-    }
-
-    #[test]
-    fn websearch_operators_and_negated_words_are_not_highlighted() {
-        let terms = query_terms("cats OR dogs -mice \"big cat\"");
-        let words: Vec<String> = terms.iter().map(|t| t.iter().collect()).collect();
-        assert_eq!(words, vec!["cats", "dogs", "big", "cat"]);
-    }
-
-    #[test]
-    fn markup_in_a_chunk_stays_plain_text_in_the_snippet() {
-        let (snippet, highlights) = snippet_of("<script>alert(1)</script> hello", "hello");
-        assert!(snippet.starts_with("<script>"));
-        assert_eq!(marked(&snippet, &highlights), vec!["hello"]);
-    }
-
-    #[test]
-    fn fusion_rewards_chunks_both_lists_rank_high() {
-        let c = |d, i| Candidate {
-            document_id: d,
-            chunk_index: i,
-            score: 0.0,
-            route: None,
-        };
-        let vector = vec![c(1, 0), c(2, 0), c(3, 0)];
-        let text = vec![c(2, 0), c(4, 0), c(1, 0)];
-        let fused = fuse(&[vector, text], 3);
-        let order: Vec<i64> = fused.iter().map(|c| c.document_id).collect();
-        assert_eq!(order, vec![2, 1, 4]);
-        assert!((fused[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-12);
-    }
-
-    #[test]
-    fn older_hits_take_the_places_their_version_ranks_them() {
-        let c = |d| Candidate {
-            document_id: d,
-            chunk_index: 0,
-            score: 0.0,
-            route: None,
-        };
-        // The old version ranked document 10 first overall and 11 fifth.
-        let merged = place(
-            vec![c(1), c(2), c(3), c(4)],
-            vec![(4, c(11)), (0, c(10))],
-            5,
-        );
-        let order: Vec<i64> = merged.iter().map(|c| c.document_id).collect();
-        assert_eq!(order, vec![10, 1, 2, 3, 11]);
-        // A straggler ranked far down stays out; a short active list leaves room for it.
-        let merged = place(vec![c(1), c(2)], vec![(40, c(10))], 2);
-        assert_eq!(merged.len(), 2);
-        assert!(merged.iter().all(|c| c.document_id != 10));
-        let merged = place(vec![c(1)], vec![(40, c(10))], 5);
-        let order: Vec<i64> = merged.iter().map(|c| c.document_id).collect();
-        assert_eq!(order, vec![1, 10]);
-    }
 
     #[test]
     fn vector_sql_quotes_the_version_and_repeats_the_index_expression() {
