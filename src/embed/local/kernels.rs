@@ -356,19 +356,38 @@ fn pool_rows<S: Simd>(_simd: S, (rows, hidden): (&[f32], usize)) -> Vec<f32> {
 mod tests {
     use super::*;
 
-    struct Exp(Vec<f32>);
-    impl WithSimd for Exp {
+    /// Applies `gelu_f32s` (or `exp_f32s`) to each value, in the first lane of a vector.
+    struct Lanewise {
+        xs: Vec<f32>,
+        gelu: bool,
+    }
+
+    impl WithSimd for Lanewise {
         type Output = Vec<f32>;
         fn with_simd<S: Simd>(self, simd: S) -> Vec<f32> {
-            self.0
+            let gelu = self.gelu;
+            self.xs
                 .iter()
                 .map(|&x| {
+                    let v = simd.partial_load_f32s(&[x]);
+                    let y = if gelu {
+                        gelu_f32s(simd, v)
+                    } else {
+                        exp_f32s(simd, v)
+                    };
                     let mut out = [0f32];
-                    simd.partial_store_f32s(&mut out, exp_f32s(simd, simd.partial_load_f32s(&[x])));
+                    simd.partial_store_f32s(&mut out, y);
                     out[0]
                 })
                 .collect()
         }
+    }
+
+    fn apply(xs: &[f32], gelu: bool) -> Vec<f32> {
+        vectorized(Lanewise {
+            xs: xs.to_vec(),
+            gelu,
+        })
     }
 
     #[test]
@@ -376,12 +395,32 @@ mod tests {
         let xs: Vec<f32> = (0..=20_000)
             .map(|i| -87.0 + i as f32 * 97.0 / 20_000.0)
             .collect();
-        let got = vectorized(Exp(xs.clone()));
         let worst = xs
             .iter()
-            .zip(&got)
-            .map(|(x, g)| ((g - x.exp()) / x.exp()).abs())
+            .zip(apply(&xs, false))
+            .map(|(x, got)| ((got - x.exp()) / x.exp()).abs())
             .fold(0f32, f32::max);
         assert!(worst < 1e-6, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn gelu_is_the_erf_form_to_float_precision() {
+        // x · Φ(x), from the normal distribution's table to 16 digits.
+        let cases = [
+            (-3.0, -0.004_049_694_094_890_3),
+            (-1.0, -0.158_655_253_931_457_07),
+            (0.0, 0.0),
+            (0.5, 0.345_731_230_637_006_56),
+            (1.0, 0.841_344_746_068_542_9),
+            (2.0, 1.954_499_736_103_641_6),
+            (6.0, 5.999_999_994_079_01),
+        ];
+        let xs: Vec<f32> = cases.iter().map(|c| c.0 as f32).collect();
+        for ((x, want), got) in cases.iter().zip(apply(&xs, true)) {
+            assert!(
+                (f64::from(got) - want).abs() < 2e-6,
+                "gelu({x}) = {got}, not {want}"
+            );
+        }
     }
 }
