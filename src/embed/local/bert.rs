@@ -246,9 +246,9 @@ impl Encoder {
             (tokens, self.hidden),
             &Device::Cpu,
         )?;
+        let scale = 1.0 / (self.head_dim as f32).sqrt();
         for layer in &self.layers {
             let qkv = x.matmul(&layer.qkv)?;
-            let scale = 1.0 / (self.head_dim as f32).sqrt();
             qkv.inplace_op1(&QkvBias {
                 bias: &layer.qkv_bias,
                 scale,

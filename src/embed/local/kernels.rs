@@ -104,6 +104,25 @@ fn gelu_f32s<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     )
 }
 
+/// Applies `f` to the values after the last whole vector (fewer than one vector) through one
+/// vector on the stack: pulp's masked loads go through an assembly stub on AVX-512, far slower.
+/// `f` is a closure and may not be inlined (see [`simd_kernel!`]); a tail is a few values per
+/// row, so that costs nothing measurable, and the result is the same either way.
+#[inline(always)]
+fn map_tail<S: Simd>(tail: &mut [f32], f: impl Fn(S::f32s) -> S::f32s) {
+    if tail.is_empty() {
+        return;
+    }
+    let mut lanes = [0f32; 16];
+    let lanes = &mut lanes[..S::F32_LANES];
+    lanes[..tail.len()].copy_from_slice(tail);
+    let (vectors, _) = S::as_mut_simd_f32s(lanes);
+    for v in vectors.iter_mut() {
+        *v = f(*v);
+    }
+    tail.copy_from_slice(&lanes[..tail.len()]);
+}
+
 /// `x += bias`, then the exact GELU, in place on rows of `bias.len()` values.
 pub fn bias_gelu(x: &mut [f32], bias: &[f32]) {
     x.par_chunks_mut(bias.len() * ROWS_PER_TASK)
@@ -121,9 +140,9 @@ fn bias_gelu_rows<S: Simd>(simd: S, (rows, bias): (&mut [f32], &[f32])) {
             *v = gelu_f32s(simd, simd.add_f32s(*v, *b));
         }
         for (v, b) in tail.iter_mut().zip(bias_tail) {
-            let x = simd.partial_load_f32s(std::slice::from_ref(&(*v + b)));
-            simd.partial_store_f32s(std::slice::from_mut(v), gelu_f32s(simd, x));
+            *v += b;
         }
+        map_tail::<S>(tail, |v| gelu_f32s(simd, v));
     }
 }
 
@@ -305,15 +324,7 @@ fn softmax<S: Simd>(simd: S, xs: &mut [f32]) {
         total = simd.add_f32s(total, *v);
     }
     let mut total = simd.reduce_sum_f32s(total);
-    // The last values, fewer than a vector, through one whole vector on the stack.
-    let mut rest = [0f32; 16];
-    let rest = &mut rest[..S::F32_LANES];
-    rest[..tail.len()].copy_from_slice(tail);
-    let (rv, _) = S::as_mut_simd_f32s(rest);
-    for v in rv.iter_mut() {
-        *v = exp_f32s(simd, simd.sub_f32s(*v, max_v));
-    }
-    tail.copy_from_slice(&rest[..tail.len()]);
+    map_tail::<S>(tail, |v| exp_f32s(simd, simd.sub_f32s(v, max_v)));
     total += tail.iter().sum::<f32>();
     let inv = 1.0 / total;
     for v in xs.iter_mut() {
