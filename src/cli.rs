@@ -480,6 +480,7 @@ async fn search(args: SearchArgs) -> anyhow::Result<()> {
             mode,
             document: args.document.map(crate::documents::DocumentId),
             model_version: args.model_version,
+            group: false,
         })
         .await?;
     if args.json {

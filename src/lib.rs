@@ -13,7 +13,8 @@
 //! | [`documents`] | document rows and their SQL; an upload, its bytes and its first job commit together |
 //! | [`pipeline`] | the job handlers: extract (bytes → chunks) and embed (chunks → vectors), each a checkpoint |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
-//! | [`search`] | vector (HNSW), full-text (+ trigram) and hybrid search over the chunks |
+//! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
+//! | [`analysis`] | text → index terms: language detection, stemming and stop words, CJK bigrams (pure) |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
 //! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
@@ -37,6 +38,7 @@
 //! - **Transactional enqueue.** A job commits with the rows that caused it, or not at all.
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod app;
 pub mod bench;
 pub mod cli;

@@ -1,6 +1,7 @@
 //! The maintenance loops every `serve` and `worker` process runs: the rescuer (expired leases
-//! back to `ready`) and retention (old `done` jobs deleted). Running them in many processes at
-//! once is safe: both lock rows with `skip locked` and work in short batches.
+//! back to `ready`), retention (old `done` jobs deleted) and the keyword indexer (chunks written
+//! without postings, or by an older text analysis, indexed; see `search::index`). Running them
+//! in many processes at once is safe: all lock rows with `skip locked` and work in short batches.
 
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ pub struct MaintenanceConfig {
     pub prune_batch: usize,
     /// `done` jobs older than this are deleted.
     pub retention: Duration,
+    pub index_every: Duration,
+    pub index_batch: usize,
 }
 
 impl Default for MaintenanceConfig {
@@ -27,15 +30,18 @@ impl Default for MaintenanceConfig {
             prune_every: Duration::from_secs(60),
             prune_batch: 1000,
             retention: Duration::from_secs(7 * 24 * 3600),
+            index_every: Duration::from_secs(10),
+            index_batch: 200,
         }
     }
 }
 
-/// Runs both loops until `stop`.
+/// Runs the loops until `stop`.
 pub async fn run(queue: Queue, config: MaintenanceConfig, stop: CancellationToken) {
     let mut rescue = tokio::time::interval(config.rescue_every);
     let mut prune = tokio::time::interval(config.prune_every);
-    for tick in [&mut rescue, &mut prune] {
+    let mut index = tokio::time::interval(config.index_every);
+    for tick in [&mut rescue, &mut prune, &mut index] {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
     loop {
@@ -43,6 +49,7 @@ pub async fn run(queue: Queue, config: MaintenanceConfig, stop: CancellationToke
             () = stop.cancelled() => return,
             _ = rescue.tick() => rescue_all(&queue, config.rescue_batch).await,
             _ = prune.tick() => prune_all(&queue, config.retention, config.prune_batch).await,
+            _ = index.tick() => index_all(&queue, config.index_batch).await,
         }
     }
 }
@@ -91,5 +98,27 @@ async fn prune_all(queue: &Queue, retention: Duration, batch: usize) {
     }
     if total > 0 {
         tracing::info!(deleted = total, "pruned finished jobs past retention");
+    }
+}
+
+/// Indexes every chunk still without current keyword postings, one short batch at a time.
+pub async fn index_all(queue: &Queue, batch: usize) {
+    let mut total = 0;
+    loop {
+        match crate::search::index::index_pending(queue.pool(), batch as i64).await {
+            Ok(n) => {
+                total += n;
+                if n < batch {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "keyword indexing failed; will try again");
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        tracing::info!(chunks = total, "indexed chunks for keyword search");
     }
 }

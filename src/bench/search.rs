@@ -362,6 +362,12 @@ async fn load_document(
     .bind(texts)
     .execute(&mut *tx)
     .await?;
+    let terms: Vec<_> = indexes
+        .iter()
+        .zip(texts)
+        .map(|(i, t)| crate::search::index::analyze_chunk(*i, t))
+        .collect();
+    crate::search::index::write(&mut tx, id, &terms).await?;
     sqlx::query(
         "insert into embeddings (document_id, model_version, chunk_index, embedding)
          select $1, $2, * from unnest($3::int[], $4::vector[])",

@@ -20,9 +20,11 @@ pub struct SearchQuery {
     mode: Option<String>,
     document: Option<i64>,
     model_version: Option<String>,
+    /// `document` gathers the hits by document (`groups`); absent or empty, a flat list only.
+    group: Option<String>,
 }
 
-/// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&model_version=…`.
+/// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&model_version=…&group=document`.
 pub async fn search(
     State(state): State<AppState>,
     Query(query): Query<SearchQuery>,
@@ -36,12 +38,23 @@ pub async fn search(
             )
         })?,
     };
+    let group = match query.group.as_deref() {
+        None | Some("") => false,
+        Some("document") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_group",
+                format!("unknown group {other:?}; expected document"),
+            ));
+        }
+    };
     let request = SearchRequest {
         query: query.q.unwrap_or_default(),
         k: query.k.unwrap_or(DEFAULT_K),
         mode,
         document: query.document.map(DocumentId),
         model_version: query.model_version.filter(|v| !v.is_empty()),
+        group,
     };
     state
         .searcher

@@ -1,5 +1,6 @@
-//! The extract step: a document's bytes become pages of text, then chunks; the chunks, the
-//! document's new status and the embed job commit together with this job's completion.
+//! The extract step: a document's bytes become pages of text, then chunks; the chunks with
+//! their keyword postings, the document's new status and the embed job commit together with
+//! this job's completion.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use super::chunk::{Chunk, chunk_pages};
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB};
 use crate::extract::{self, ExtractError};
 use crate::queue::{self, NewJob};
+use crate::search::index::{self, ChunkTerms};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
 #[derive(Deserialize)]
@@ -47,9 +49,17 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     let pages = extracted.pages;
     let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
     let tokens = pipeline.tokens.clone();
-    let chunks = tokio::task::spawn_blocking(move || chunk_pages(&pages, &chunking, &*tokens))
-        .await
-        .retryable()?;
+    // Chunking and the keyword analysis of each chunk are CPU work: off the async threads.
+    let (chunks, terms) = tokio::task::spawn_blocking(move || {
+        let chunks = chunk_pages(&pages, &chunking, &*tokens);
+        let terms: Vec<ChunkTerms> = chunks
+            .iter()
+            .map(|c| index::analyze_chunk(c.index, &c.text))
+            .collect();
+        (chunks, terms)
+    })
+    .await
+    .retryable()?;
     if chunks.is_empty() {
         return Err(failed(&pipeline, document_id, &ExtractError::NoText).await);
     }
@@ -61,7 +71,11 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .execute(&mut *tx)
         .await
         .retryable()?;
+    index::forget(&mut tx, document_id.0).await.retryable()?;
     insert_chunks(&mut tx, document_id, &chunks)
+        .await
+        .retryable()?;
+    index::write(&mut tx, document_id.0, &terms)
         .await
         .retryable()?;
     let still_there = sqlx::query(

@@ -1,76 +1,44 @@
-//! Search: every vector and full-text query over the stored chunks, in one place.
+//! Search: every query over the stored chunks, in three modes, each returning the best `k`
+//! chunks (optionally gathered by document).
 //!
-//! Three modes, each returning the best `k` chunks:
+//! - **vector** ([`vector`]): the nearest chunks to the embedded query over the active model
+//!   version's HNSW index (and, during a model switch, the older versions still in use).
+//! - **text** ([`text`]): ranked keyword search, BM25 over postings written by docket's own text
+//!   analysis ([`crate::analysis`]: per-language stemming and stop words, CJK bigrams). Words are
+//!   OR-ed, so a question finds the chunks that share its informative words, the rarest first;
+//!   `"phrases"` and `-words` filter.
+//! - **hybrid** (the default): both lists, each asked for more candidates than `k`, fused by the
+//!   method in [`rank`] that measured best on the development set.
 //!
-//! - **vector**: the query is embedded by the embedder of the model version whose vectors are
-//!   searched (vectors of different versions cannot be compared) and the nearest chunks by cosine
-//!   distance come from that version's partial HNSW index. The query repeats the index's
-//!   expression and predicate exactly (`(embedding::vector(DIMS)) <=> …` with
-//!   `where model_version = '…'`), or PostgreSQL would not use the index. `hnsw.ef_search` is set
-//!   per query, and pgvector's iterative scan (`relaxed_order`) keeps a document filter from
-//!   silently returning fewer than `k` hits: without it the index yields `ef_search` candidates
-//!   and the filter discards those of other documents.
-//! - **text**: PostgreSQL full-text search (`websearch_to_tsquery('simple', …)` over the
-//!   generated `chunks.tsv`, ranked by `ts_rank_cd`). Scripts without spaces (Chinese, Japanese)
-//!   form one "word" per run of characters, so when full text finds fewer than `k` hits a
-//!   substring match (ILIKE, served by the pg_trgm index) adds more, after the full-text hits.
-//! - **hybrid** (the default): reciprocal rank fusion (k = 60) of the vector and text lists, so
-//!   neither score scale dominates.
-//!
-//! **During a switch of the active model version** each document is read under the version the
-//! `document_search_versions` view names for it: the active one once its set there is complete,
-//! else its newest complete set under another version. A vector search then asks one index per
-//! version in use, each query embedded by that version's embedder
-//! ([`crate::models::embedder_for`]): the active version's for every document except those still
-//! read elsewhere (`document_id <> all(…)`, so a half-written new set does not answer for them),
-//! and each older version's over *all* its vectors, keeping only the hits of the documents read
-//! under it. An older version this process cannot embed for (another provider's model) is
-//! skipped, its documents are searched through whatever vectors they already have under the
-//! active version, and the response says so (`versions`, `partial`).
-//!
-//! The view counts every set's chunks and vectors, about 0.1 ms per document: far too much to run
-//! whole on every search. So search first picks the documents that *can* be read elsewhere (a set
-//! marked complete under another version and none under the active one: an anti-join over
-//! `embedding_sets`, cheap) and asks the view only about those. An active set is marked complete
-//! only after its vectors were counted, and the only way it loses vectors later is a reprocess,
-//! which deletes every version's vectors of that document; so the narrowing drops nothing the view
-//! would route elsewhere, except after vectors were deleted by hand.
-//!
-//! **Merging two versions' lists: placement by the older version's rank.** Cosine values of two
-//! models are not on one scale, so they are not compared. Reciprocal rank fusion of the two lists
-//! was tried and rejected: the lists hold disjoint documents, so fusion interleaves them, and a
-//! version that still serves one document would put that document at rank 1 or 2 of every query,
-//! relevant or not. Instead an older version ranks a document among *all* documents it holds
-//! (before a switch it holds every one), which is a position on the same footing as the active
-//! list's: a hit the old version ranks n-th overall is placed n-th in the merged list, and the
-//! active version's hits fill the other places in their own order. A straggler that matches well
-//! stays on top; one that matches poorly stays out of the top k. Each hit keeps the cosine
-//! similarity of its own version and names it (`model_version`), so during a switch the scores of
-//! two versions are not sorted against each other. Hybrid search fuses this merged vector list
-//! with the text list as usual. With one version in use nothing changes.
+//! With `group`, hits are also gathered under their document (best hit first, then the others
+//! the same search found in it), so one long document cannot fill a page of results.
 //!
 //! Each hit carries the chunk text and a snippet with highlight *ranges* (character offsets),
 //! never markup: clients build the emphasis themselves, so a document can never inject HTML.
 //!
-//! Parts: this file holds every query; [`snippet`] cuts snippets (pure text); [`rank`] fuses and
-//! merges candidate lists (pure functions).
+//! Parts: this file holds the request and response types and the orchestration; [`vector`] and
+//! [`text`] each own their queries; [`index`] writes the keyword postings; [`hits`] fetches the
+//! chunks and cuts snippets ([`snippet`], pure text); [`rank`] fuses, groups and merges
+//! candidate lists (pure functions).
 
-use std::collections::{HashMap, HashSet};
-
-use pgvector::Vector;
 use serde::Serialize;
 use sqlx::PgPool;
 
+use crate::analysis::query;
 use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
 use crate::models::{self, ModelVersion};
 
+mod hits;
+pub mod index;
 mod rank;
 mod snippet;
+mod text;
+mod vector;
 
-use rank::{fuse, place};
-pub use snippet::{Highlight, snippet_of};
-use snippet::{query_terms, snippet};
+pub use rank::{DEFAULT_FUSION, Fusion};
+pub use snippet::Highlight;
+pub use vector::{Scope, vector_sql};
 
 /// Longest query accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -87,12 +55,12 @@ pub const EF_SEARCH: i64 = 100;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// Reciprocal rank fusion of vector and text.
+    /// Vector and keyword lists, fused.
     #[default]
     Hybrid,
     /// Nearest neighbours of the embedded query.
     Vector,
-    /// Full-text (and substring) match.
+    /// Ranked keyword search (BM25).
     Text,
 }
 
@@ -122,6 +90,8 @@ pub struct SearchRequest {
     pub document: Option<DocumentId>,
     /// Search vectors of this version; the active one when `None`.
     pub model_version: Option<String>,
+    /// Also gather the hits by document ([`SearchResults::groups`]).
+    pub group: bool,
 }
 
 /// One result (DESIGN.md section 8).
@@ -131,11 +101,12 @@ pub struct Hit {
     pub filename: String,
     pub page: i32,
     pub chunk_index: i32,
-    /// Higher is better. vector: cosine similarity; text: `ts_rank_cd` (0 for substring-only
-    /// hits); hybrid: the fused reciprocal-rank score. Comparable within one response only.
+    /// Higher is better. vector: cosine similarity; text: the BM25 score; hybrid: the fused
+    /// score (with min-max fusion in [0, 1], 1 for the best match of both lists). Comparable
+    /// within one response only.
     pub score: f64,
     pub text: String,
-    /// Plain text around the first match (the chunk's start when nothing matches literally).
+    /// Plain text where the query's words are densest (the chunk's start when none occurs).
     pub snippet: String,
     /// Where the query's words occur in `snippet`.
     pub highlights: Vec<Highlight>,
@@ -154,6 +125,9 @@ pub struct SearchResults {
     /// embedder, which only sees spellings).
     pub semantic: bool,
     pub hits: Vec<Hit>,
+    /// With `group`: the documents of the best hits, in order, each with its hits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<Group>>,
     /// The versions whose vectors were asked (empty for text searches): the active one and,
     /// during a switch, the older versions some documents are still read under.
     pub versions: Vec<VersionSearched>,
@@ -218,6 +192,15 @@ pub enum SearchError {
     Database(#[from] sqlx::Error),
 }
 
+/// A document's hits in a grouped search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    pub document_id: i64,
+    pub filename: String,
+    /// Best first: the first is the document's best passage, the rest "more in this document".
+    pub hits: Vec<Hit>,
+}
+
 /// Runs searches with the embedder of this process.
 #[derive(Debug, Clone)]
 pub struct Searcher {
@@ -225,6 +208,10 @@ pub struct Searcher {
     embedder: Embedder,
     /// The version `embedder` produces: the only one whose vectors this process can search.
     model: ModelVersion,
+    /// How hybrid search fuses its lists.
+    fusion: Fusion,
+    /// The collection statistics of BM25, shared by clones.
+    stats: std::sync::Arc<text::StatsCache>,
 }
 
 /// A candidate before its text is fetched.
@@ -237,54 +224,13 @@ struct Candidate {
     route: Option<usize>,
 }
 
-/// Which documents' vectors one nearest-neighbour query may return; the documents are `$3`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Every document (`$3` is null).
-    All,
-    /// Only the documents in `$3`.
-    Only,
-    /// Every document but those in `$3`.
-    Except,
-}
-
-/// One version's index to ask, and about which documents.
-#[derive(Debug, Clone)]
-struct Route {
-    version: ModelVersion,
-    embedder: Embedder,
-    scope: Scope,
-    /// `$3` of the query, for [`Scope::Only`] and [`Scope::Except`].
-    documents: Vec<i64>,
-    /// For an older version asked over all its vectors: the documents read under it, the only
-    /// ones whose hits are kept (the others only count for their places).
-    keep: Option<HashSet<i64>>,
-}
-
-/// What a vector search asks.
-#[derive(Debug, Default)]
-struct Plan {
-    routes: Vec<Route>,
-    versions: Vec<VersionSearched>,
-    partial: bool,
-}
-
-impl Route {
-    /// Every document of `version`, or only `document`.
-    fn new(version: ModelVersion, embedder: Embedder, document: Option<i64>) -> Self {
-        Self {
-            version,
-            embedder,
-            scope: if document.is_some() {
-                Scope::Only
-            } else {
-                Scope::All
-            },
-            documents: document.into_iter().collect(),
-            keep: None,
-        }
-    }
-}
+/// How many candidates each list of a hybrid search contributes, per hit asked for: fusion can
+/// only promote a chunk that some list returned.
+const HYBRID_DEPTH: i64 = 4;
+/// Grouped searches look this much deeper, so that `k` documents can be filled.
+const GROUP_DEPTH: i64 = 5;
+/// Most hits a group shows.
+const GROUP_HITS: usize = 5;
 
 impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.
@@ -293,7 +239,15 @@ impl Searcher {
             pool,
             embedder,
             model,
+            fusion: DEFAULT_FUSION,
+            stats: Default::default(),
         }
+    }
+
+    /// The same searcher fusing hybrid lists by `fusion` (for measuring the methods).
+    pub fn with_fusion(mut self, fusion: Fusion) -> Self {
+        self.fusion = fusion;
+        self
     }
 
     /// The version this process embeds queries with.
@@ -319,28 +273,80 @@ impl Searcher {
         if !(1..=MAX_K).contains(&request.k) {
             return Err(SearchError::InvalidK(request.k));
         }
+        let parsed = query::parse(query);
         let k = request.k;
+        let depth = if request.group { k * GROUP_DEPTH } else { k };
         let document = request.document.map(|d| d.0);
+        let per_document = request.group.then_some(GROUP_HITS as i64);
         let plan = if request.mode.uses_vectors() {
             self.plan(request).await?
         } else {
-            Plan::default()
+            vector::Plan::default()
         };
         let candidates = match request.mode {
-            Mode::Vector => self.vectors(query, &plan.routes, k).await?,
-            Mode::Text => self.text(query, document, k).await?,
+            Mode::Vector => self.vectors(query, &plan.routes, depth).await?,
+            Mode::Text => {
+                text::rank(
+                    &self.pool,
+                    &self.stats,
+                    &parsed,
+                    document,
+                    depth,
+                    per_document,
+                )
+                .await?
+            }
             Mode::Hybrid => {
-                // Deeper lists than k give fusion room to promote a chunk both lists like.
-                let depth = (k * 2).clamp(20, 2 * MAX_K);
-                // The lists are independent: ask for all at once, on separate connections.
+                let list = (k * HYBRID_DEPTH).max(depth).max(40);
+                // The lists are independent: ask for both at once, on separate connections.
                 let (vectors, text) = tokio::join!(
-                    self.vectors(query, &plan.routes, depth),
-                    self.text(query, document, depth)
+                    self.vectors(query, &plan.routes, list),
+                    text::rank(
+                        &self.pool,
+                        &self.stats,
+                        &parsed,
+                        document,
+                        list,
+                        per_document
+                    )
                 );
-                fuse(&[vectors?, text?], k)
+                rank::fuse(
+                    &vectors?,
+                    &text?,
+                    self.fusion,
+                    usize::try_from(depth).unwrap_or(0),
+                )
             }
         };
-        let hits = self.hits(query, &candidates, &plan.routes).await?;
+        let k = usize::try_from(k).unwrap_or(0);
+        let grouped = request
+            .group
+            .then(|| rank::group(&candidates, k, GROUP_HITS));
+        let flat = &candidates[..candidates.len().min(k)];
+        let terms = parsed.all_terms();
+        let mut fetched = hits::fetch(
+            &self.pool,
+            &terms,
+            flat,
+            grouped.iter().flatten().flatten(),
+            &plan.routes,
+        )
+        .await?;
+        let groups = grouped.map(|groups| {
+            groups
+                .iter()
+                .filter_map(|group| {
+                    let hits: Vec<Hit> = group.iter().filter_map(|c| fetched.get(c)).collect();
+                    let first = hits.first()?;
+                    Some(Group {
+                        document_id: first.document_id,
+                        filename: first.filename.clone(),
+                        hits,
+                    })
+                })
+                .collect()
+        });
+        let hits = flat.iter().filter_map(|c| fetched.take(c)).collect();
         let model_version = match plan.versions.first() {
             Some(first) => Some(first.model_version.clone()),
             None => self.text_version(request).await?,
@@ -351,6 +357,7 @@ impl Searcher {
                 && plan.routes.iter().all(|r| r.embedder.is_semantic()),
             model_version,
             hits,
+            groups,
             versions: plan.versions,
             partial: plan.partial,
         })
@@ -366,427 +373,5 @@ impl Searcher {
             },
             None => Ok(models::active(&self.pool).await?.map(|m| m.model_version)),
         }
-    }
-
-    /// The embedder of `version` in this process, if it can build one.
-    fn embedder_for(&self, version: &ModelVersion) -> Option<Embedder> {
-        models::embedder_for(version, &self.embedder)
-    }
-
-    /// Which versions' indexes a vector search asks, about which documents.
-    async fn plan(&self, request: &SearchRequest) -> Result<Plan, SearchError> {
-        let document = request.document.map(|d| d.0);
-        let mut plan = Plan::default();
-        if let Some(requested) = &request.model_version {
-            let version = models::get(&self.pool, requested)
-                .await?
-                .ok_or_else(|| SearchError::UnknownModel(requested.clone()))?;
-            let embedder =
-                self.embedder_for(&version)
-                    .ok_or_else(|| SearchError::ModelNotEmbeddable {
-                        requested: requested.clone(),
-                        available: self.model.model_version.clone(),
-                    })?;
-            plan.versions.push(VersionSearched {
-                model_version: requested.clone(),
-                role: VersionRole::Requested,
-                documents: None,
-                searched: true,
-                reason: None,
-            });
-            plan.routes.push(Route::new(version, embedder, document));
-            return Ok(plan);
-        }
-        let active = models::active(&self.pool)
-            .await?
-            .ok_or(SearchError::NoActiveModel)?;
-        // Documents read under a fallback that is searched: the active index must skip them,
-        // or their partial new sets would answer for them a second time.
-        let mut elsewhere: Vec<i64> = Vec::new();
-        let mut fallbacks = Vec::new();
-        for (name, documents) in read_elsewhere(&self.pool, &active.model_version, document).await?
-        {
-            let version = models::get(&self.pool, &name).await?;
-            let embedder = version.as_ref().and_then(|v| self.embedder_for(v));
-            let entry = VersionSearched {
-                model_version: name.clone(),
-                role: VersionRole::Fallback,
-                documents: Some(documents.len()),
-                searched: embedder.is_some(),
-                reason: None,
-            };
-            match (version, embedder) {
-                (Some(version), Some(embedder)) => {
-                    elsewhere.extend(&documents);
-                    fallbacks.push(entry);
-                    let mut route = Route::new(version, embedder, document);
-                    if document.is_none() {
-                        route.keep = Some(documents.into_iter().collect());
-                    }
-                    plan.routes.push(route);
-                }
-                _ => {
-                    plan.partial = true;
-                    fallbacks.push(VersionSearched {
-                        reason: Some(format!(
-                            "this server embeds queries with {}, not {name}: these documents are searched only through the vectors they already have under {}",
-                            self.model.model_version, active.model_version
-                        )),
-                        ..entry
-                    });
-                }
-            }
-        }
-        let mut entry = VersionSearched {
-            model_version: active.model_version.clone(),
-            role: VersionRole::Active,
-            documents: None,
-            searched: false,
-            reason: None,
-        };
-        match self.embedder_for(&active) {
-            // The one document asked for is read under a fallback.
-            Some(_) if document.is_some() && !elsewhere.is_empty() => {
-                entry.reason = Some("the document is read under an older version".to_owned());
-            }
-            Some(embedder) => {
-                entry.searched = true;
-                let mut route = Route::new(active, embedder, document);
-                if document.is_none() && !elsewhere.is_empty() {
-                    route.scope = Scope::Except;
-                    route.documents = elsewhere;
-                }
-                plan.routes.insert(0, route);
-            }
-            None if plan.routes.is_empty() => {
-                return Err(SearchError::ModelNotEmbeddable {
-                    requested: active.model_version,
-                    available: self.model.model_version.clone(),
-                });
-            }
-            None => {
-                plan.partial = true;
-                entry.reason = Some(format!(
-                    "this server embeds queries with {}: documents already moved to the active version are not searched by vector here",
-                    self.model.model_version
-                ));
-            }
-        }
-        plan.versions.push(entry);
-        plan.versions.append(&mut fallbacks);
-        Ok(plan)
-    }
-
-    /// The `limit` nearest chunks over every route, merged by placement (see the module docs).
-    async fn vectors(
-        &self,
-        query: &str,
-        routes: &[Route],
-        limit: i64,
-    ) -> Result<Vec<Candidate>, SearchError> {
-        // Versions that differ only in chunking embed a query alike: embed it once for them.
-        let mut embedded: HashMap<String, Vector> = HashMap::new();
-        for route in routes {
-            if let std::collections::hash_map::Entry::Vacant(slot) =
-                embedded.entry(route.embedder.model_id())
-            {
-                let mut vectors = route.embedder.embed(&[query.to_owned()]).await?;
-                slot.insert(Vector::from(vectors.pop().unwrap_or_default()));
-            }
-        }
-        let queries = routes.iter().enumerate().map(|(at, route)| {
-            let vector = embedded.get(&route.embedder.model_id());
-            self.nearest(route, at, vector, limit)
-        });
-        let lists = futures::future::try_join_all(queries).await?;
-        if lists.iter().all(Vec::is_empty) {
-            let mut any = false;
-            for route in routes {
-                any = any || self.has_vectors(&route.version.model_version).await?;
-            }
-            if let (false, Some(first)) = (any, routes.first()) {
-                return Err(SearchError::NoVectors(first.version.model_version.clone()));
-            }
-        }
-        let mut placed: Vec<Candidate> = Vec::new();
-        let mut older: Vec<(usize, Candidate)> = Vec::new();
-        for (route, list) in routes.iter().zip(lists) {
-            match &route.keep {
-                None => placed.extend(list),
-                Some(keep) => older.extend(
-                    list.into_iter()
-                        .enumerate()
-                        .filter(|(_, c)| keep.contains(&c.document_id)),
-                ),
-            }
-        }
-        Ok(place(placed, older, usize::try_from(limit).unwrap_or(0)))
-    }
-
-    /// The `limit` nearest chunks to `query` under `route`'s version, over its HNSW index.
-    async fn nearest(
-        &self,
-        route: &Route,
-        at: usize,
-        query: Option<&Vector>,
-        limit: i64,
-    ) -> Result<Vec<Candidate>, SearchError> {
-        let Some(query) = query else {
-            return Ok(Vec::new());
-        };
-        let version = &route.version;
-        let sql = vector_sql(version.dims, &version.model_version, route.scope);
-        let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
-        let mut tx = self.pool.begin().await?;
-        // Local to this transaction, so pooled connections keep the server defaults.
-        sqlx::query(
-            "select set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-        )
-        .bind(EF_SEARCH.max(limit).to_string())
-        .execute(&mut *tx)
-        .await?;
-        let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(query)
-            .bind(limit)
-            .bind(documents)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        // relaxed_order may return neighbours slightly out of order: sort by the true distance.
-        let mut candidates: Vec<Candidate> = rows
-            .into_iter()
-            .map(|(document_id, chunk_index, distance)| Candidate {
-                document_id,
-                chunk_index,
-                score: 1.0 - distance,
-                route: Some(at),
-            })
-            .collect();
-        candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(candidates)
-    }
-
-    async fn has_vectors(&self, version: &str) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar(
-            "select exists (select 1 from embedding_sets where model_version = $1)
-                 or exists (select 1 from embeddings where model_version = $1)",
-        )
-        .bind(version)
-        .fetch_one(&self.pool)
-        .await
-    }
-
-    /// The `limit` best full-text matches, topped up with substring matches.
-    async fn text(
-        &self,
-        query: &str,
-        document: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<Candidate>, SearchError> {
-        let rows: Vec<(i64, i32, f32)> = sqlx::query_as(
-            "select c.document_id, c.chunk_index, ts_rank_cd(c.tsv, q.query) as rank
-             from chunks c,
-                  websearch_to_tsquery('simple', $1) as q(query)
-             where c.tsv @@ q.query
-               and ($3::bigint is null or c.document_id = $3)
-             order by rank desc, c.document_id, c.chunk_index
-             limit $2",
-        )
-        .bind(query)
-        .bind(limit)
-        .bind(document)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut candidates: Vec<Candidate> = rows
-            .into_iter()
-            .map(|(document_id, chunk_index, rank)| Candidate {
-                document_id,
-                chunk_index,
-                score: f64::from(rank),
-                route: None,
-            })
-            .collect();
-        let missing = limit - candidates.len() as i64;
-        // Fewer than three characters make no trigram: such a substring scan could not use the
-        // index, and full text has already had its say.
-        if missing > 0 && query.chars().count() >= 3 {
-            let rows: Vec<(i64, i32)> = sqlx::query_as(
-                "select c.document_id, c.chunk_index
-                 from chunks c
-                 where c.text ilike $1
-                   and ($3::bigint is null or c.document_id = $3)
-                 limit $2",
-            )
-            .bind(format!("%{}%", escape_like(query)))
-            .bind(limit)
-            .bind(document)
-            .fetch_all(&self.pool)
-            .await?;
-            for (document_id, chunk_index) in rows {
-                let known = candidates
-                    .iter()
-                    .any(|c| c.document_id == document_id && c.chunk_index == chunk_index);
-                if !known && (candidates.len() as i64) < limit {
-                    candidates.push(Candidate {
-                        document_id,
-                        chunk_index,
-                        score: 0.0,
-                        route: None,
-                    });
-                }
-            }
-        }
-        Ok(candidates)
-    }
-
-    /// Fetches text and file names for `candidates`, keeping their order.
-    async fn hits(
-        &self,
-        query: &str,
-        candidates: &[Candidate],
-        routes: &[Route],
-    ) -> Result<Vec<Hit>, sqlx::Error> {
-        let ids: Vec<i64> = candidates.iter().map(|c| c.document_id).collect();
-        let indexes: Vec<i32> = candidates.iter().map(|c| c.chunk_index).collect();
-        let rows: Vec<(i64, i32, i32, String, String)> = sqlx::query_as(
-            "select c.document_id, c.chunk_index, c.page, c.text, d.filename
-             from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
-             join chunks c using (document_id, chunk_index)
-             join documents d on d.id = c.document_id",
-        )
-        .bind(&ids)
-        .bind(&indexes)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut found: HashMap<(i64, i32), (i32, String, String)> = rows
-            .into_iter()
-            .map(|(d, c, page, text, filename)| ((d, c), (page, text, filename)))
-            .collect();
-        let terms = query_terms(query);
-        // A chunk deleted between the two queries is simply left out.
-        Ok(candidates
-            .iter()
-            .filter_map(|c| {
-                let (page, text, filename) = found.remove(&(c.document_id, c.chunk_index))?;
-                let (snippet, highlights) = snippet(&text, &terms);
-                Some(Hit {
-                    document_id: c.document_id,
-                    filename,
-                    page,
-                    chunk_index: c.chunk_index,
-                    score: c.score,
-                    text,
-                    snippet,
-                    highlights,
-                    model_version: c
-                        .route
-                        .and_then(|at| routes.get(at))
-                        .map(|r| r.version.model_version.clone()),
-                })
-            })
-            .collect())
-    }
-}
-
-/// The nearest-neighbour query of one model version, over the documents `scope` lets through
-/// (`$1` the query vector, `$2` the limit, `$3` a `bigint[]` of documents).
-///
-/// Built with `format!` because the index is an *expression* index over
-/// `embedding::vector(DIMS)` and a *partial* one for `model_version = '<literal>'`: PostgreSQL
-/// uses it only when the query has the same cast (the dimension is part of the type, and
-/// types take no bind parameters) and a predicate it can prove implies the index's, which a bind
-/// parameter is not under a generic plan. `dims` is an integer and the version is quoted as a
-/// SQL literal, so nothing from a request reaches the SQL unquoted.
-pub fn vector_sql(dims: i32, model_version: &str, scope: Scope) -> String {
-    let version = quote_literal(model_version);
-    let filter = match scope {
-        // $3 is always bound; this keeps its type known when no filter is asked for.
-        Scope::All => "and $3::bigint[] is null",
-        Scope::Only => "and document_id = any($3::bigint[])",
-        Scope::Except => "and document_id <> all($3::bigint[])",
-    };
-    format!(
-        "select document_id, chunk_index,
-                ((embedding::vector({dims})) <=> $1::vector({dims}))::float8 as distance
-         from embeddings
-         where model_version = {version}
-           {filter}
-         order by (embedding::vector({dims})) <=> $1::vector({dims})
-         limit $2"
-    )
-}
-
-/// Per older version, the documents `document_search_versions` reads under it instead of under
-/// `active` (only `document`, when given), by version name. The view is asked only about the
-/// documents that can be read elsewhere (see the module docs): asked whole it counts every set.
-async fn read_elsewhere(
-    pool: &PgPool,
-    active: &str,
-    document: Option<i64>,
-) -> Result<Vec<(String, Vec<i64>)>, sqlx::Error> {
-    sqlx::query_as(
-        "select v.model_version, array_agg(v.document_id order by v.document_id)
-         from document_search_versions v
-         where v.document_id = any(array(
-                   select s.document_id
-                   from embedding_sets s
-                   where s.model_version <> $1
-                     and s.completed_at is not null
-                     and ($2::bigint is null or s.document_id = $2)
-                     and not exists (
-                         select 1 from embedding_sets a
-                         where a.document_id = s.document_id
-                           and a.model_version = $1
-                           and a.completed_at is not null)))
-           and v.model_version <> $1
-         group by v.model_version
-         order by v.model_version",
-    )
-    .bind(active)
-    .bind(document)
-    .fetch_all(pool)
-    .await
-}
-
-/// A SQL string literal: doubling quotes is enough under `standard_conforming_strings`, on by
-/// default since PostgreSQL 9.1; the `E` prefix is never used, so backslashes are plain.
-fn quote_literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
-/// Escapes LIKE's wildcards so the query matches literally.
-fn escape_like(query: &str) -> String {
-    let mut escaped = String::with_capacity(query.len());
-    for c in query.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vector_sql_quotes_the_version_and_repeats_the_index_expression() {
-        let sql = vector_sql(384, "it's:v1", Scope::Only);
-        assert!(sql.contains("where model_version = 'it''s:v1'"), "{sql}");
-        assert_eq!(
-            sql.matches("(embedding::vector(384)) <=> $1::vector(384)")
-                .count(),
-            2
-        );
-        assert!(sql.contains("document_id = any($3::bigint[])"));
-        assert!(vector_sql(8, "v", Scope::Except).contains("document_id <> all($3::bigint[])"));
-        assert!(vector_sql(8, "v", Scope::All).contains("$3::bigint[] is null"));
-    }
-
-    #[test]
-    fn like_wildcards_in_a_query_match_literally() {
-        assert_eq!(escape_like(r"50%_off\"), r"50\%\_off\\");
     }
 }

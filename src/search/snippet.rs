@@ -1,10 +1,23 @@
-//! Snippets: a window of a chunk's text around the first match of the query, with the matches
+//! Snippets: the window of a chunk's text where the query's words are densest, with those words
 //! as character ranges. Pure text code, no SQL: clients build the emphasis from the ranges, so a
 //! document's text never becomes markup.
+//!
+//! What is marked is decided by the same analysis that indexed the chunk
+//! ([`crate::analysis`]): a word is highlighted when one of its terms is a form of a query word,
+//! so stems match ("limits" for "limiting"), stop words never light up, and a word is never
+//! matched inside another ("act" does not mark "enactment"). CJK bigrams are marked as the
+//! characters they cover, overlapping bigrams merged into one range.
+//!
+//! The window is the one holding the most distinct query terms, so a snippet shows why the
+//! chunk matched instead of the page header every chunk of a document starts with.
+
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-/// Characters of context a snippet shows around its first match.
+use crate::analysis::{self, Language};
+
+/// Characters of context a snippet shows.
 const SNIPPET_CHARS: usize = 240;
 
 /// A highlighted part of a snippet: `[start, end)` in characters (Unicode scalar values).
@@ -14,62 +27,17 @@ pub struct Highlight {
     pub end: usize,
 }
 
-/// A window of `text` around the first match of any term, and the matches inside it.
-pub fn snippet_of(text: &str, query: &str) -> (String, Vec<Highlight>) {
-    snippet(text, &query_terms(query))
-}
-
-/// The words of a query worth highlighting, lower-cased: websearch operators (`or`, a leading
-/// `-`) and single Latin letters are left out; CJK runs stay whole.
-pub(super) fn query_terms(query: &str) -> Vec<Vec<char>> {
-    let mut terms: Vec<Vec<char>> = Vec::new();
-    for token in query.split_whitespace() {
-        if token.starts_with('-') || token.eq_ignore_ascii_case("or") {
-            continue;
-        }
-        for word in token.split(|c: char| !c.is_alphanumeric()) {
-            let word: Vec<char> = word.chars().map(lower).collect();
-            let worth = word.len() >= 2 || word.iter().any(|c| !c.is_ascii());
-            if worth && !word.is_empty() && !terms.contains(&word) {
-                terms.push(word);
-            }
-        }
-    }
-    terms
-}
-
-/// Lower-cases one character to one character, so offsets stay aligned with the original.
-fn lower(c: char) -> char {
-    c.to_lowercase().next().unwrap_or(c)
-}
-
-pub(super) fn snippet(text: &str, terms: &[Vec<char>]) -> (String, Vec<Highlight>) {
+/// A snippet of `text` (analysed under `language`) for a query's terms.
+pub fn snippet(text: &str, language: Language, terms: &BTreeSet<&str>) -> (String, Vec<Highlight>) {
     let chars: Vec<char> = text.chars().collect();
-    let lowered: Vec<char> = chars.iter().copied().map(lower).collect();
-    let mut matches: Vec<(usize, usize)> = Vec::new();
-    for term in terms {
-        let mut at = 0;
-        while at + term.len() <= lowered.len() {
-            if lowered[at..at + term.len()] == term[..] {
-                matches.push((at, at + term.len()));
-                at += term.len();
-            } else {
-                at += 1;
-            }
-        }
-    }
-    matches.sort_unstable();
-    // Merge overlapping or touching matches into one range.
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (start, end) in matches {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    let first = merged.first().map_or(0, |m| m.0);
-    // Start a little before the first match, at a word boundary when one is near.
-    let mut start = first.saturating_sub(SNIPPET_CHARS / 4);
+    let matches: Vec<(usize, usize, String)> = analysis::analyze(text, language)
+        .into_iter()
+        .filter(|t| terms.contains(t.text.as_str()))
+        .map(|t| (t.start, t.end, t.text))
+        .collect();
+    let first = best_window(&matches);
+    // Start a little before the window's first match, at a word boundary when one is near.
+    let mut start = first.saturating_sub(SNIPPET_CHARS / 6);
     if start > 0
         && let Some(space) = chars[start..first].iter().position(|c| c.is_whitespace())
     {
@@ -77,75 +45,107 @@ pub(super) fn snippet(text: &str, terms: &[Vec<char>]) -> (String, Vec<Highlight
     }
     let end = (start + SNIPPET_CHARS).min(chars.len());
     let prefix = if start > 0 { "…" } else { "" };
+    let body: String = chars[start..end].iter().collect();
+    let body = body.trim_end();
+    let body_len = body.chars().count();
     let suffix = if end < chars.len() { "…" } else { "" };
     let offset = prefix.chars().count();
-    let body: String = chars[start..end].iter().collect();
-    let snippet = format!("{prefix}{}{suffix}", body.trim_end());
-    let body_len = body.trim_end().chars().count();
-    let highlights = merged
-        .into_iter()
-        .filter(|&(s, e)| s >= start && e <= start + body_len)
-        .map(|(s, e)| Highlight {
-            start: s - start + offset,
-            end: e - start + offset,
-        })
-        .collect();
-    (snippet, highlights)
+    let mut highlights: Vec<Highlight> = Vec::new();
+    for &(s, e, _) in &matches {
+        if s < start || e > start + body_len {
+            continue;
+        }
+        let (s, e) = (s - start + offset, e - start + offset);
+        match highlights.last_mut() {
+            // Overlapping or touching bigrams of one CJK run become one range.
+            Some(last) if s <= last.end => last.end = last.end.max(e),
+            _ => highlights.push(Highlight { start: s, end: e }),
+        }
+    }
+    (format!("{prefix}{body}{suffix}"), highlights)
+}
+
+/// Where the window of [`SNIPPET_CHARS`] holding the most distinct matched terms starts (the
+/// first match's offset; 0 without matches). `matches` are in text order.
+fn best_window(matches: &[(usize, usize, String)]) -> usize {
+    let mut best = (0, 0);
+    for (i, (start, _, _)) in matches.iter().enumerate() {
+        let distinct: BTreeSet<&str> = matches[i..]
+            .iter()
+            .take_while(|(s, _, _)| s - start < SNIPPET_CHARS * 5 / 6)
+            .map(|(_, _, t)| t.as_str())
+            .collect();
+        if distinct.len() > best.1 {
+            best = (*start, distinct.len());
+        }
+    }
+    best.0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::query;
 
-    fn marked(snippet: &str, highlights: &[Highlight]) -> Vec<String> {
+    fn marked(text: &str, language: Language, q: &str) -> (String, Vec<String>) {
+        let parsed = query::parse(q);
+        let (snippet, highlights) = snippet(text, language, &parsed.all_terms());
         let chars: Vec<char> = snippet.chars().collect();
-        highlights
+        let words = highlights
             .iter()
             .map(|h| chars[h.start..h.end].iter().collect())
-            .collect()
+            .collect();
+        (snippet, words)
     }
 
     #[test]
-    fn highlights_mark_every_query_word_case_insensitively() {
-        let (snippet, highlights) =
-            snippet_of("Python is fun. I like python and PYTHON.", "python fun");
-        assert_eq!(
-            marked(&snippet, &highlights),
-            vec!["Python", "fun", "python", "PYTHON"]
+    fn stems_match_whole_words_and_stop_words_never_light_up() {
+        let (_, words) = marked(
+            "There the act limits the enactment; acts and limiting rules.",
+            Language::ENGLISH,
+            "the act of limiting",
         );
+        assert_eq!(words, vec!["act", "limits", "acts", "limiting"]);
     }
 
     #[test]
-    fn highlights_count_characters_not_bytes_in_cjk_text() {
-        let text = "日本語のテキストで東京タワーを検索します";
-        let (snippet, highlights) = snippet_of(text, "東京タワー");
-        assert_eq!(marked(&snippet, &highlights), vec!["東京タワー"]);
-        assert_eq!(highlights[0].start, 9);
+    fn cjk_bigrams_are_marked_as_the_characters_they_cover() {
+        let text = "데비안은 빠르게 수렴하는데 시간이 걸립니다";
+        let (_, words) = marked(text, Language::SIMPLE, "수렴하나요");
+        assert_eq!(words, vec!["수렴하"]);
+        let (snippet, words) = marked(
+            "日本語のテキストで東京タワーを検索します",
+            Language::SIMPLE,
+            "東京タワー",
+        );
+        assert_eq!(words, vec!["東京タワー"]);
+        assert!(snippet.starts_with("日本語"));
     }
 
     #[test]
-    fn a_late_match_gets_a_window_with_ellipses_and_shifted_ranges() {
-        let text = format!("{} needle {}", "hay ".repeat(200), "hay ".repeat(200));
-        let (snippet, highlights) = snippet_of(&text, "needle");
+    fn the_window_is_where_the_query_words_are_densest() {
+        let text = format!(
+            "Chapter 3 header queue. {} The queue claims jobs with skip locked and leases. {}",
+            "filler words here. ".repeat(40),
+            "more filler. ".repeat(40)
+        );
+        let (snippet, words) = marked(&text, Language::ENGLISH, "queue claims leases");
         assert!(
             snippet.starts_with('…') && snippet.ends_with('…'),
             "{snippet}"
         );
-        assert!(snippet.chars().count() <= SNIPPET_CHARS + 2);
-        assert_eq!(marked(&snippet, &highlights), vec!["needle"]);
-    }
-
-    #[test]
-    fn websearch_operators_and_negated_words_are_not_highlighted() {
-        let terms = query_terms("cats OR dogs -mice \"big cat\"");
-        let words: Vec<String> = terms.iter().map(|t| t.iter().collect()).collect();
-        assert_eq!(words, vec!["cats", "dogs", "big", "cat"]);
+        assert!(snippet.contains("skip locked"), "{snippet}");
+        assert_eq!(words, vec!["queue", "claims", "leases"]);
     }
 
     #[test]
     fn markup_in_a_chunk_stays_plain_text_in_the_snippet() {
-        let (snippet, highlights) = snippet_of("<script>alert(1)</script> hello", "hello");
+        let (snippet, words) = marked(
+            "<script>alert(1)</script> hello",
+            Language::ENGLISH,
+            "hello",
+        );
         assert!(snippet.starts_with("<script>"));
-        assert_eq!(marked(&snippet, &highlights), vec!["hello"]);
+        assert_eq!(words, vec!["hello"]);
     }
 }

@@ -8,6 +8,7 @@ mod embed;
 mod extract;
 mod ingest;
 mod jobs_api;
+mod keyword;
 mod local;
 mod metrics;
 mod models;

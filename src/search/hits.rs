@@ -1,0 +1,88 @@
+//! From candidates to hits: one query fetches the chunks' text, page, language and file name,
+//! and each chunk gets its snippet.
+
+use std::collections::{BTreeSet, HashMap};
+
+use sqlx::PgPool;
+
+use super::snippet::snippet;
+use super::vector::Route;
+use super::{Candidate, Hit};
+use crate::analysis::{self, Language};
+
+/// The hits of a set of candidates, by chunk.
+pub(super) struct Fetched(HashMap<(i64, i32), Hit>);
+
+impl Fetched {
+    /// The hit of `candidate`, if its chunk still exists.
+    pub(super) fn get(&self, candidate: &Candidate) -> Option<Hit> {
+        self.0
+            .get(&(candidate.document_id, candidate.chunk_index))
+            .cloned()
+    }
+
+    /// Like [`Fetched::get`], without a copy when nothing else needs the hit.
+    pub(super) fn take(&mut self, candidate: &Candidate) -> Option<Hit> {
+        self.0
+            .remove(&(candidate.document_id, candidate.chunk_index))
+    }
+}
+
+/// Fetches the chunks of `first` and `more` (the same chunk may be in both) and cuts their
+/// snippets for the query's `terms`.
+pub(super) async fn fetch<'a>(
+    pool: &PgPool,
+    terms: &BTreeSet<&str>,
+    first: &'a [Candidate],
+    more: impl Iterator<Item = &'a Candidate>,
+    routes: &[Route],
+) -> Result<Fetched, sqlx::Error> {
+    let mut wanted: HashMap<(i64, i32), &Candidate> = HashMap::new();
+    for candidate in first.iter().chain(more) {
+        wanted
+            .entry((candidate.document_id, candidate.chunk_index))
+            .or_insert(candidate);
+    }
+    let ids: Vec<i64> = wanted.keys().map(|k| k.0).collect();
+    let indexes: Vec<i32> = wanted.keys().map(|k| k.1).collect();
+    let rows: Vec<(i64, i32, i32, String, Option<String>, String)> = sqlx::query_as(
+        "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename
+         from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
+         join chunks c using (document_id, chunk_index)
+         join documents d on d.id = c.document_id",
+    )
+    .bind(&ids)
+    .bind(&indexes)
+    .fetch_all(pool)
+    .await?;
+    // A chunk deleted between the queries is simply left out.
+    let hits = rows
+        .into_iter()
+        .filter_map(
+            |(document_id, chunk_index, page, text, language, filename)| {
+                let candidate = wanted.get(&(document_id, chunk_index))?;
+                // A chunk not indexed yet has no language recorded: detect it as indexing will.
+                let language = language
+                    .as_deref()
+                    .map_or_else(|| analysis::detect(&text), Language::from_code);
+                let (snippet, highlights) = snippet(&text, language, terms);
+                let hit = Hit {
+                    document_id,
+                    filename,
+                    page,
+                    chunk_index,
+                    score: candidate.score,
+                    text,
+                    snippet,
+                    highlights,
+                    model_version: candidate
+                        .route
+                        .and_then(|at| routes.get(at))
+                        .map(|r| r.version.model_version.clone()),
+                };
+                Some(((document_id, chunk_index), hit))
+            },
+        )
+        .collect();
+    Ok(Fetched(hits))
+}

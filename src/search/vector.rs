@@ -1,0 +1,398 @@
+//! Vector search: the nearest chunks to the embedded query over each model version's partial
+//! HNSW index, and how the versions in use during a model switch are asked and merged.
+//!
+//! The query is embedded by the embedder of the model version whose vectors are searched
+//! (vectors of different versions cannot be compared) and the nearest chunks by cosine distance
+//! come from that version's partial HNSW index. The query repeats the index's expression and
+//! predicate exactly (`(embedding::vector(DIMS)) <=> …` with `where model_version = '…'`), or
+//! PostgreSQL would not use the index. `hnsw.ef_search` is set per query, and pgvector's
+//! iterative scan (`relaxed_order`) keeps a document filter from silently returning fewer than
+//! `k` hits: without it the index yields `ef_search` candidates and the filter discards those
+//! of other documents.
+//!
+//! **During a switch of the active model version** each document is read under the version the
+//! `document_search_versions` view names for it: the active one once its set there is complete,
+//! else its newest complete set under another version. A vector search then asks one index per
+//! version in use, each query embedded by that version's embedder
+//! ([`crate::models::embedder_for`]): the active version's for every document except those still
+//! read elsewhere (`document_id <> all(…)`, so a half-written new set does not answer for them),
+//! and each older version's over *all* its vectors, keeping only the hits of the documents read
+//! under it. An older version this process cannot embed for (another provider's model) is
+//! skipped, its documents are searched through whatever vectors they already have under the
+//! active version, and the response says so (`versions`, `partial`).
+//!
+//! The view counts every set's chunks and vectors, about 0.1 ms per document: far too much to run
+//! whole on every search. So search first picks the documents that *can* be read elsewhere (a set
+//! marked complete under another version and none under the active one: an anti-join over
+//! `embedding_sets`, cheap) and asks the view only about those. An active set is marked complete
+//! only after its vectors were counted, and the only way it loses vectors later is a reprocess,
+//! which deletes every version's vectors of that document; so the narrowing drops nothing the view
+//! would route elsewhere, except after vectors were deleted by hand.
+//!
+//! **Merging two versions' lists: placement by the older version's rank.** Cosine values of two
+//! models are not on one scale, so they are not compared. Reciprocal rank fusion of the two lists
+//! was tried and rejected: the lists hold disjoint documents, so fusion interleaves them, and a
+//! version that still serves one document would put that document at rank 1 or 2 of every query,
+//! relevant or not. Instead an older version ranks a document among *all* documents it holds
+//! (before a switch it holds every one), which is a position on the same footing as the active
+//! list's: a hit the old version ranks n-th overall is placed n-th in the merged list, and the
+//! active version's hits fill the other places in their own order. A straggler that matches well
+//! stays on top; one that matches poorly stays out of the top k. Each hit keeps the cosine
+//! similarity of its own version and names it (`model_version`), so during a switch the scores of
+//! two versions are not sorted against each other. With one version in use nothing changes.
+
+use std::collections::{HashMap, HashSet};
+
+use pgvector::Vector;
+use sqlx::PgPool;
+
+use super::rank::place;
+use super::{
+    Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, VersionRole, VersionSearched,
+};
+use crate::embed::Embedder;
+use crate::models::{self, ModelVersion};
+
+/// Which documents' vectors one nearest-neighbour query may return; the documents are `$3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every document (`$3` is null).
+    All,
+    /// Only the documents in `$3`.
+    Only,
+    /// Every document but those in `$3`.
+    Except,
+}
+
+/// One version's index to ask, and about which documents.
+#[derive(Debug, Clone)]
+pub(super) struct Route {
+    pub(super) version: ModelVersion,
+    pub(super) embedder: Embedder,
+    scope: Scope,
+    /// `$3` of the query, for [`Scope::Only`] and [`Scope::Except`].
+    documents: Vec<i64>,
+    /// For an older version asked over all its vectors: the documents read under it, the only
+    /// ones whose hits are kept (the others only count for their places).
+    keep: Option<HashSet<i64>>,
+}
+
+/// What a vector search asks.
+#[derive(Debug, Default)]
+pub(super) struct Plan {
+    pub(super) routes: Vec<Route>,
+    pub(super) versions: Vec<VersionSearched>,
+    pub(super) partial: bool,
+}
+
+impl Route {
+    /// Every document of `version`, or only `document`.
+    fn new(version: ModelVersion, embedder: Embedder, document: Option<i64>) -> Self {
+        Self {
+            version,
+            embedder,
+            scope: if document.is_some() {
+                Scope::Only
+            } else {
+                Scope::All
+            },
+            documents: document.into_iter().collect(),
+            keep: None,
+        }
+    }
+}
+
+impl Searcher {
+    fn embedder_for(&self, version: &ModelVersion) -> Option<Embedder> {
+        models::embedder_for(version, &self.embedder)
+    }
+
+    /// Which versions' indexes a vector search asks, about which documents.
+    pub(super) async fn plan(&self, request: &SearchRequest) -> Result<Plan, SearchError> {
+        let document = request.document.map(|d| d.0);
+        let mut plan = Plan::default();
+        if let Some(requested) = &request.model_version {
+            let version = models::get(&self.pool, requested)
+                .await?
+                .ok_or_else(|| SearchError::UnknownModel(requested.clone()))?;
+            let embedder =
+                self.embedder_for(&version)
+                    .ok_or_else(|| SearchError::ModelNotEmbeddable {
+                        requested: requested.clone(),
+                        available: self.model.model_version.clone(),
+                    })?;
+            plan.versions.push(VersionSearched {
+                model_version: requested.clone(),
+                role: VersionRole::Requested,
+                documents: None,
+                searched: true,
+                reason: None,
+            });
+            plan.routes.push(Route::new(version, embedder, document));
+            return Ok(plan);
+        }
+        let active = models::active(&self.pool)
+            .await?
+            .ok_or(SearchError::NoActiveModel)?;
+        // Documents read under a fallback that is searched: the active index must skip them,
+        // or their partial new sets would answer for them a second time.
+        let mut elsewhere: Vec<i64> = Vec::new();
+        let mut fallbacks = Vec::new();
+        for (name, documents) in read_elsewhere(&self.pool, &active.model_version, document).await?
+        {
+            let version = models::get(&self.pool, &name).await?;
+            let embedder = version.as_ref().and_then(|v| self.embedder_for(v));
+            let entry = VersionSearched {
+                model_version: name.clone(),
+                role: VersionRole::Fallback,
+                documents: Some(documents.len()),
+                searched: embedder.is_some(),
+                reason: None,
+            };
+            match (version, embedder) {
+                (Some(version), Some(embedder)) => {
+                    elsewhere.extend(&documents);
+                    fallbacks.push(entry);
+                    let mut route = Route::new(version, embedder, document);
+                    if document.is_none() {
+                        route.keep = Some(documents.into_iter().collect());
+                    }
+                    plan.routes.push(route);
+                }
+                _ => {
+                    plan.partial = true;
+                    fallbacks.push(VersionSearched {
+                        reason: Some(format!(
+                            "this server embeds queries with {}, not {name}: these documents are searched only through the vectors they already have under {}",
+                            self.model.model_version, active.model_version
+                        )),
+                        ..entry
+                    });
+                }
+            }
+        }
+        let mut entry = VersionSearched {
+            model_version: active.model_version.clone(),
+            role: VersionRole::Active,
+            documents: None,
+            searched: false,
+            reason: None,
+        };
+        match self.embedder_for(&active) {
+            // The one document asked for is read under a fallback.
+            Some(_) if document.is_some() && !elsewhere.is_empty() => {
+                entry.reason = Some("the document is read under an older version".to_owned());
+            }
+            Some(embedder) => {
+                entry.searched = true;
+                let mut route = Route::new(active, embedder, document);
+                if document.is_none() && !elsewhere.is_empty() {
+                    route.scope = Scope::Except;
+                    route.documents = elsewhere;
+                }
+                plan.routes.insert(0, route);
+            }
+            None if plan.routes.is_empty() => {
+                return Err(SearchError::ModelNotEmbeddable {
+                    requested: active.model_version,
+                    available: self.model.model_version.clone(),
+                });
+            }
+            None => {
+                plan.partial = true;
+                entry.reason = Some(format!(
+                    "this server embeds queries with {}: documents already moved to the active version are not searched by vector here",
+                    self.model.model_version
+                ));
+            }
+        }
+        plan.versions.push(entry);
+        plan.versions.append(&mut fallbacks);
+        Ok(plan)
+    }
+
+    /// The `limit` nearest chunks over every route, merged by placement (see the module docs).
+    pub(super) async fn vectors(
+        &self,
+        query: &str,
+        routes: &[Route],
+        limit: i64,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        // Versions that differ only in chunking embed a query alike: embed it once for them.
+        let mut embedded: HashMap<String, Vector> = HashMap::new();
+        for route in routes {
+            if let std::collections::hash_map::Entry::Vacant(slot) =
+                embedded.entry(route.embedder.model_id())
+            {
+                let mut vectors = route.embedder.embed(&[query.to_owned()]).await?;
+                slot.insert(Vector::from(vectors.pop().unwrap_or_default()));
+            }
+        }
+        let queries = routes.iter().enumerate().map(|(at, route)| {
+            let vector = embedded.get(&route.embedder.model_id());
+            self.nearest(route, at, vector, limit)
+        });
+        let lists = futures::future::try_join_all(queries).await?;
+        if lists.iter().all(Vec::is_empty) {
+            let mut any = false;
+            for route in routes {
+                any = any || self.has_vectors(&route.version.model_version).await?;
+            }
+            if let (false, Some(first)) = (any, routes.first()) {
+                return Err(SearchError::NoVectors(first.version.model_version.clone()));
+            }
+        }
+        let mut placed: Vec<Candidate> = Vec::new();
+        let mut older: Vec<(usize, Candidate)> = Vec::new();
+        for (route, list) in routes.iter().zip(lists) {
+            match &route.keep {
+                None => placed.extend(list),
+                Some(keep) => older.extend(
+                    list.into_iter()
+                        .enumerate()
+                        .filter(|(_, c)| keep.contains(&c.document_id)),
+                ),
+            }
+        }
+        Ok(place(placed, older, usize::try_from(limit).unwrap_or(0)))
+    }
+
+    /// The `limit` nearest chunks to `query` under `route`'s version, over its HNSW index.
+    async fn nearest(
+        &self,
+        route: &Route,
+        at: usize,
+        query: Option<&Vector>,
+        limit: i64,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        let Some(query) = query else {
+            return Ok(Vec::new());
+        };
+        let version = &route.version;
+        let sql = vector_sql(version.dims, &version.model_version, route.scope);
+        let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
+        let mut tx = self.pool.begin().await?;
+        // Local to this transaction, so pooled connections keep the server defaults.
+        sqlx::query(
+            "select set_config('hnsw.ef_search', $1, true),
+                    set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        )
+        .bind(EF_SEARCH.max(limit).to_string())
+        .execute(&mut *tx)
+        .await?;
+        let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(query)
+            .bind(limit)
+            .bind(documents)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        // relaxed_order may return neighbours slightly out of order: sort by the true distance.
+        let mut candidates: Vec<Candidate> = rows
+            .into_iter()
+            .map(|(document_id, chunk_index, distance)| Candidate {
+                document_id,
+                chunk_index,
+                score: 1.0 - distance,
+                route: Some(at),
+            })
+            .collect();
+        candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(candidates)
+    }
+
+    async fn has_vectors(&self, version: &str) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "select exists (select 1 from embedding_sets where model_version = $1)
+                 or exists (select 1 from embeddings where model_version = $1)",
+        )
+        .bind(version)
+        .fetch_one(&self.pool)
+        .await
+    }
+}
+
+/// The nearest-neighbour query of one model version, over the documents `scope` lets through
+/// (`$1` the query vector, `$2` the limit, `$3` a `bigint[]` of documents).
+///
+/// Built with `format!` because the index is an *expression* index over
+/// `embedding::vector(DIMS)` and a *partial* one for `model_version = '<literal>'`: PostgreSQL
+/// uses it only when the query has the same cast (the dimension is part of the type, and
+/// types take no bind parameters) and a predicate it can prove implies the index's, which a bind
+/// parameter is not under a generic plan. `dims` is an integer and the version is quoted as a
+/// SQL literal, so nothing from a request reaches the SQL unquoted.
+pub fn vector_sql(dims: i32, model_version: &str, scope: Scope) -> String {
+    let version = quote_literal(model_version);
+    let filter = match scope {
+        // $3 is always bound; this keeps its type known when no filter is asked for.
+        Scope::All => "and $3::bigint[] is null",
+        Scope::Only => "and document_id = any($3::bigint[])",
+        Scope::Except => "and document_id <> all($3::bigint[])",
+    };
+    format!(
+        "select document_id, chunk_index,
+                ((embedding::vector({dims})) <=> $1::vector({dims}))::float8 as distance
+         from embeddings
+         where model_version = {version}
+           {filter}
+         order by (embedding::vector({dims})) <=> $1::vector({dims})
+         limit $2"
+    )
+}
+
+/// Per older version, the documents `document_search_versions` reads under it instead of under
+/// `active` (only `document`, when given), by version name. The view is asked only about the
+/// documents that can be read elsewhere (see the module docs): asked whole it counts every set.
+async fn read_elsewhere(
+    pool: &PgPool,
+    active: &str,
+    document: Option<i64>,
+) -> Result<Vec<(String, Vec<i64>)>, sqlx::Error> {
+    sqlx::query_as(
+        "select v.model_version, array_agg(v.document_id order by v.document_id)
+         from document_search_versions v
+         where v.document_id = any(array(
+                   select s.document_id
+                   from embedding_sets s
+                   where s.model_version <> $1
+                     and s.completed_at is not null
+                     and ($2::bigint is null or s.document_id = $2)
+                     and not exists (
+                         select 1 from embedding_sets a
+                         where a.document_id = s.document_id
+                           and a.model_version = $1
+                           and a.completed_at is not null)))
+           and v.model_version <> $1
+         group by v.model_version
+         order by v.model_version",
+    )
+    .bind(active)
+    .bind(document)
+    .fetch_all(pool)
+    .await
+}
+
+/// A SQL string literal: doubling quotes is enough under `standard_conforming_strings`, on by
+/// default since PostgreSQL 9.1; the `E` prefix is never used, so backslashes are plain.
+fn quote_literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_sql_quotes_the_version_and_repeats_the_index_expression() {
+        let sql = vector_sql(384, "it's:v1", Scope::Only);
+        assert!(sql.contains("where model_version = 'it''s:v1'"), "{sql}");
+        assert_eq!(
+            sql.matches("(embedding::vector(384)) <=> $1::vector(384)")
+                .count(),
+            2
+        );
+        assert!(sql.contains("document_id = any($3::bigint[])"));
+        assert!(vector_sql(8, "v", Scope::Except).contains("document_id <> all($3::bigint[])"));
+        assert!(vector_sql(8, "v", Scope::All).contains("$3::bigint[] is null"));
+    }
+}

@@ -1,0 +1,158 @@
+//! Ranked keyword search end to end: natural questions against real documents, through the
+//! real pipeline (upload, extraction, keyword indexing) or the background indexer, and the API.
+
+use docket::documents::{self, NewDocument};
+use reqwest::StatusCode;
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::search::{get, marked, register_active, seed};
+use crate::support::{drive, fixture, hash_pipeline, pipeline_worker, spawn_api, upload_one};
+
+fn hits(body: &Value) -> &Vec<Value> {
+    body["hits"].as_array().expect("hits")
+}
+
+fn text_of(hit: &Value) -> String {
+    hit["text"].as_str().expect("text").to_owned()
+}
+
+/// URL-encodes a query for `q=`.
+fn q(query: &str) -> String {
+    url::form_urlencoded::byte_serialize(query.as_bytes()).collect()
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_question_sharing_only_some_words_ranks_the_chunk_with_the_rarest_first(pool: PgPool) {
+    let model = register_active(&pool).await;
+    // Many chunks share the common words of the question; one holds its rare ones.
+    let mut texts: Vec<String> = (0..30)
+        .map(|i| format!("Section {i}: the queue hands jobs to workers, and workers run each job."))
+        .collect();
+    texts.push("Expired leases are returned to ready by the rescuer, in short batches.".into());
+    texts.push("Nothing here is about that at all; it is about gardening and tomatoes.".into());
+    seed(&pool, &model, "queue-notes.txt", &texts).await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    let question = "Which part of the queue returns jobs whose leases expired?";
+    let words = ["queue", "returns", "jobs", "leases", "expired"];
+    assert!(
+        texts.iter().all(|t| !words.iter().all(|w| t.contains(w))),
+        "no chunk holds every word of the question"
+    );
+    let (status, body) = get(&api, &format!("q={}&mode=text", q(question))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let found = hits(&body);
+    assert!(found.len() >= 5, "{body}");
+    assert!(text_of(&found[0]).contains("rescuer"), "{body}");
+    assert!(found.iter().all(|h| !text_of(h).contains("gardening")));
+    // Stems are marked, stop words are not.
+    let marks = marked(&found[0]);
+    assert!(marks.contains(&"Expired".to_owned()), "{marks:?}");
+    assert!(marks.contains(&"returned".to_owned()), "{marks:?}");
+    assert!(!marks.iter().any(|m| m == "the" || m == "by"), "{marks:?}");
+
+    // Stop words alone match nothing, although every chunk holds some of them.
+    let (status, body) = get(&api, "q=what%20is%20the&mode=text").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(hits(&body).is_empty(), "{body}");
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_korean_question_finds_its_passage_by_keywords_despite_other_word_endings(pool: PgPool) {
+    register_active(&pool).await;
+    let pipeline = hash_pipeline(&pool).await;
+    let api = spawn_api(pool.clone(), None).await;
+    let id = upload_one(
+        &api,
+        "debian-faq-choosing.ko.html",
+        fixture("html/debian-faq-choosing.ko.html"),
+    )
+    .await;
+    drive(&pool, &pipeline_worker(&pool, &pipeline, 1), 20).await;
+
+    // The passage says "유지 관리가 거의 필요하지 않지만": the question asks "필요한가요".
+    let question = "stable 배포판은 유지 관리가 필요한가요?";
+    let (status, body) = get(&api, &format!("q={}&mode=text&k=5", q(question))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let found = hits(&body).iter().position(|h| {
+        h["document_id"] == id && text_of(h).contains("유지 관리가 거의 필요하지 않지만")
+    });
+    assert!(found.is_some(), "{body}");
+    let hit = &hits(&body)[found.unwrap_or(0)];
+    // Bigrams are marked as the characters they cover: 필요 inside 필요하지.
+    assert!(marked(hit).iter().any(|m| m.starts_with("필요")), "{hit}");
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_japanese_question_without_spaces_finds_its_passage_by_keywords(pool: PgPool) {
+    register_active(&pool).await;
+    let pipeline = hash_pipeline(&pool).await;
+    let document = documents::create_with_extract_job(
+        &pool,
+        &NewDocument {
+            filename: "cjk-shift_jis.txt",
+            content_type: "text/plain",
+            bytes: &fixture("text/cjk-shift_jis.txt"),
+        },
+    )
+    .await
+    .expect("upload")
+    .document;
+    drive(&pool, &pipeline_worker(&pool, &pipeline, 1), 20).await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    let question = "新しい機能は拡張モジュールで追加するのですか";
+    let (status, body) = get(&api, &format!("q={}&mode=text&k=5", q(question))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let top = &hits(&body)[0];
+    assert_eq!(top["document_id"], document.id);
+    assert!(
+        text_of(top).contains("必要な機能は拡張モジュールとして追加する"),
+        "{body}"
+    );
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn grouped_results_keep_one_long_document_from_filling_the_page(pool: PgPool) {
+    let model = register_active(&pool).await;
+    let long: Vec<String> = (0..40)
+        .map(|i| format!("Lighthouse keeping log, day {i}: the lighthouse lamp was lit at dusk."))
+        .collect();
+    let long_id = seed(&pool, &model, "lighthouse-log.txt", &long).await;
+    let short_id = seed(
+        &pool,
+        &model,
+        "coast.txt",
+        &["A lighthouse stands on the northern cape.".to_owned()],
+    )
+    .await;
+    let api = spawn_api(pool.clone(), None).await;
+
+    // Flat, the long document fills the first five places.
+    let (_, flat) = get(&api, "q=lighthouse&mode=text&k=5").await;
+    assert!(
+        hits(&flat).iter().all(|h| h["document_id"] == long_id),
+        "{flat}"
+    );
+    assert!(flat.get("groups").is_none());
+
+    let (status, body) = get(&api, "q=lighthouse&mode=text&k=5&group=document").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let groups = body["groups"].as_array().expect("groups");
+    let ids: Vec<&Value> = groups.iter().map(|g| &g["document_id"]).collect();
+    assert_eq!(ids.len(), 2, "{body}");
+    assert!(ids.contains(&&Value::from(long_id)) && ids.contains(&&Value::from(short_id)));
+    let long_group = groups
+        .iter()
+        .find(|g| g["document_id"] == long_id)
+        .expect("the long document's group");
+    let in_group = long_group["hits"].as_array().expect("group hits");
+    assert!(in_group.len() > 1, "{long_group}");
+    assert!(in_group.iter().all(|h| h["document_id"] == long_id));
+    assert_eq!(long_group["filename"], "lighthouse-log.txt");
+
+    let (status, body) = get(&api, "q=lighthouse&group=pages").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_group");
+}
