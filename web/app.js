@@ -517,6 +517,73 @@ function snippetNode(hit) {
   return paragraph;
 }
 
+/** Opens a hit's original file: a PDF at the hit's page (`#page=N`, which browsers' PDF
+ * viewers honour), anything else as a download. Fetched with the token when one is set, since a
+ * plain link cannot send it. */
+async function openOriginal(hit) {
+  try {
+    const response = await fetch(`/api/documents/${hit.document_id}/file`, { headers: authHeaders() });
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    const blob = await response.blob();
+    const pdf = (hit.content_type || blob.type) === "application/pdf";
+    const url = URL.createObjectURL(pdf ? new Blob([blob], { type: "application/pdf" }) : blob);
+    const link = el("a");
+    if (pdf) {
+      link.href = `${url}#page=${hit.page}`;
+      link.target = "_blank";
+      link.rel = "noopener";
+    } else {
+      link.href = url;
+      link.download = hit.filename;
+    }
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (err) {
+    reportError("Could not open the file", err);
+  }
+}
+
+/** One passage: where it is (page, a link that opens the original there) and its snippet. */
+function hitNode(hit, switching) {
+  const item = el("li", null, "hit");
+  item.dataset.documentId = String(hit.document_id);
+  item.dataset.page = String(hit.page);
+  const where = el("p", null, "where");
+  where.append(el("span", `page ${hit.page}`, "page"), " · ");
+  const open = el("a", hit.content_type === "application/pdf" ? `open at page ${hit.page}` : "original file", "open");
+  open.href = `/api/documents/${hit.document_id}/file`;
+  open.addEventListener("click", (event) => {
+    event.preventDefault();
+    openOriginal(hit);
+  });
+  where.append(open);
+  // During a model switch, say which version's vector found the chunk.
+  if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
+  item.append(where, snippetNode(hit));
+  return item;
+}
+
+/** A document's results: its best passage, and the others behind "N more in this document". */
+function groupNode(group, switching) {
+  const [best, ...more] = group.hits;
+  const item = hitNode(best, switching);
+  item.classList.add("group");
+  const title = el("p", null, "title");
+  const link = el("a", group.filename, "filename");
+  link.href = `#document/${group.document_id}`;
+  title.append(link);
+  item.prepend(title);
+  if (more.length > 0) {
+    const details = el("details", null, "more");
+    details.append(el("summary", `${more.length} more in this document`));
+    const list = el("ol", null, "more-hits");
+    list.append(...more.map((hit) => hitNode(hit, switching)));
+    details.append(list);
+    item.append(details);
+  }
+  return item;
+}
+
 $("search-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const q = $("search-q").value.trim();
@@ -529,33 +596,19 @@ $("search-form").addEventListener("submit", async (event) => {
   }
   status.textContent = "Searching…";
   try {
-    const params = new URLSearchParams({ q, mode, k: "20" });
+    const params = new URLSearchParams({ q, mode, k: "10", group: "document" });
     const body = await api(`/api/search?${params}`);
     const versions = Array.isArray(body.versions) ? body.versions : [];
     const switching = versions.length > 1;
-    const items = body.hits.map((hit) => {
-      const item = el("li");
-      item.dataset.documentId = String(hit.document_id);
-      item.dataset.page = String(hit.page);
-      const title = el("p");
-      const link = el("a", hit.filename, "filename");
-      link.href = `#document/${hit.document_id}`;
-      title.append(link);
-      item.append(title);
-      const where = el("p", null, "where");
-      where.append(el("span", `page ${hit.page}`, "page"), `, chunk ${hit.chunk_index}, score ${hit.score.toFixed(4)} · `);
-      const file = el("a", "original file");
-      file.href = `/api/documents/${hit.document_id}/file`;
-      where.append(file);
-      // During a model switch, say which version's vector found the chunk.
-      if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
-      item.append(where, snippetNode(hit));
-      return item;
-    });
-    results.replaceChildren(...items);
+    const groups = Array.isArray(body.groups) ? body.groups : [];
+    results.replaceChildren(...groups.map((group) => groupNode(group, switching)));
+    const passages = groups.reduce((n, g) => n + g.hits.length, 0);
     const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
     const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
-    status.textContent = `${items.length} result${items.length === 1 ? "" : "s"} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
+    const count = groups.length === 0
+      ? "No results"
+      : `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
+    status.textContent = `${count} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
   } catch (err) {
     results.replaceChildren();
     status.textContent = `Search failed: ${err.message}`;

@@ -4,10 +4,15 @@
 mod embed;
 mod extract;
 mod pipeline;
+mod quality;
 mod queue;
 mod search;
 
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
 use clap::Subcommand;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
@@ -25,6 +30,9 @@ pub enum BenchCommand {
     /// Search: p50/p95 latency of vector, text and hybrid search through the HTTP API over
     /// 100,000 chunks, and recall@10 of the HNSW index against an exact scan.
     Search(search::SearchBench),
+    /// Search quality on an evaluation set: doc@1/3, passage@1/5/10 and MRR per mode, language
+    /// and kind, hybrid fusion methods side by side, and BM25 against a reference (bm25s).
+    SearchQuality(quality::QualityBench),
     /// The local embedding model against sentence-transformers on torch CPU: texts/s and
     /// tokens/s for short and long texts, batch 1/16/64, 1 and 2 threads.
     Embed(embed::EmbedBench),
@@ -37,6 +45,87 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Extract(args) => extract::run(args).await,
         BenchCommand::Pipeline(args) => pipeline::run(args).await,
         BenchCommand::Search(args) => search::run(args).await,
+        BenchCommand::SearchQuality(args) => quality::run(args).await,
         BenchCommand::Embed(args) => embed::run(args).await,
     }
+}
+
+/// A pool on the scratch database `name` of the server `url` points at; with `fresh`, the
+/// database is dropped and created first. `name` is one of the benches' constants.
+async fn scratch_database(url: &str, name: &str, fresh: bool) -> anyhow::Result<sqlx::PgPool> {
+    let server: PgConnectOptions = url.parse().context("parsing DATABASE_URL")?;
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(server.clone().database("postgres"))
+        .await
+        .context("connecting to the server's postgres database")?;
+    let exists: bool =
+        sqlx::query_scalar("select exists (select 1 from pg_database where datname = $1)")
+            .bind(name)
+            .fetch_one(&admin)
+            .await?;
+    // The name is a constant identifier: no quoting concerns.
+    if fresh && exists {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "drop database {name} with (force)"
+        )))
+        .execute(&admin)
+        .await?;
+    }
+    if fresh || !exists {
+        sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
+            .execute(&admin)
+            .await?;
+    }
+    PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(server.database(name))
+        .await
+        .with_context(|| format!("connecting to {name}"))
+}
+
+/// The Python of `venv`, after creating it and installing `packages` when one of them is
+/// missing (checked with `pip show`, so a second run costs well under a second).
+async fn venv_with(venv: &Path, packages: &[&str]) -> anyhow::Result<PathBuf> {
+    let python = venv.join("bin/python");
+    let names: Vec<&str> = packages
+        .iter()
+        .map(|p| p.split(['=', '<', '>']).next().unwrap_or(p))
+        .collect();
+    let ready = tokio::process::Command::new(&python)
+        .args(["-m", "pip", "show", "-q"])
+        .args(&names)
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    if ready {
+        return Ok(python);
+    }
+    eprintln!(
+        "bench: installing {} into {}",
+        packages.join(" "),
+        venv.display()
+    );
+    let status = tokio::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(venv)
+        .status()
+        .await
+        .context("python3 -m venv")?;
+    if !status.success() {
+        bail!(
+            "python3 -m venv {} failed (is python3-venv installed?)",
+            venv.display()
+        );
+    }
+    let status = tokio::process::Command::new(&python)
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .args(packages)
+        .status()
+        .await
+        .context("pip install")?;
+    if !status.success() {
+        bail!("installing {} failed", packages.join(" "));
+    }
+    Ok(python)
 }

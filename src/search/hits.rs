@@ -45,8 +45,9 @@ pub(super) async fn fetch<'a>(
     }
     let ids: Vec<i64> = wanted.keys().map(|k| k.0).collect();
     let indexes: Vec<i32> = wanted.keys().map(|k| k.1).collect();
-    let rows: Vec<(i64, i32, i32, String, Option<String>, String)> = sqlx::query_as(
-        "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename
+    let rows: Vec<(i64, i32, i32, String, Option<String>, String, String)> = sqlx::query_as(
+        "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename,
+                d.content_type
          from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
          join chunks c using (document_id, chunk_index)
          join documents d on d.id = c.document_id",

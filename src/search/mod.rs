@@ -99,6 +99,8 @@ pub struct SearchRequest {
 pub struct Hit {
     pub document_id: i64,
     pub filename: String,
+    /// The document's type, so a client knows whether it can open the original at `page`.
+    pub content_type: String,
     pub page: i32,
     pub chunk_index: i32,
     /// Higher is better. vector: cosine similarity; text: the BM25 score; hybrid: the fused

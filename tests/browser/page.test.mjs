@@ -250,6 +250,35 @@ test("searching a phrase from the Korean PDF puts that file and its page on top"
   assert.ok(top.marked.includes("usecjkt1font"), `highlighted: ${top.marked}`);
 });
 
+test("results are grouped by document, so one long document does not fill the first page", async () => {
+  await page.click("#nav-search");
+  // Both ready files talk about PDF; the README does in many of its chunks.
+  await page.getByLabel("Search for").fill("PDF files");
+  await page.getByLabel("Mode", { exact: true }).selectOption("text");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.waitForFunction(() => /results? in \d+ documents? for/.test(document.getElementById("search-status").textContent));
+  const groups = await page.evaluate(() =>
+    Array.from(document.querySelectorAll("#search-results > li")).map((item) => ({
+      filename: item.querySelector(".filename").textContent,
+      more: item.querySelector(".more summary")?.textContent ?? null,
+      nested: Array.from(item.querySelectorAll(".more-hits > li")).map((li) => li.dataset.documentId),
+      id: item.dataset.documentId,
+      marked: Array.from(item.querySelectorAll(":scope > .snippet mark")).map((m) => m.textContent.toLowerCase()),
+    })),
+  );
+  const names = groups.map((g) => g.filename);
+  assert.ok(names.includes("pdfjs-README.md") && names.includes("cjk-ko-doc.pdf"), `groups: ${names}`);
+  assert.equal(new Set(names).size, names.length, `one entry per document: ${names}`);
+  const readme = groups.find((g) => g.filename === "pdfjs-README.md");
+  assert.match(readme.more, /^\d+ more in this document$/);
+  assert.ok(readme.nested.length > 0 && readme.nested.every((id) => id === readme.id));
+  assert.ok(readme.marked.every((m) => m === "pdf" || m === "files" || m === "file"), `marked: ${readme.marked}`);
+  // No score of fusion internals is shown to the person.
+  assert.doesNotMatch(await page.textContent("#search-results"), /score/);
+  await page.locator("#search-results > li .more summary").first().click();
+  await page.screenshot({ path: path.join(OUTPUT, "search-grouped.png"), fullPage: true });
+});
+
 test("retrying the failed job from the page runs it again and the attempt count grows", async () => {
   await page.click("#nav-documents");
   await page.getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
