@@ -60,7 +60,7 @@ pub(super) async fn fetch<'a>(
     let hits = rows
         .into_iter()
         .filter_map(
-            |(document_id, chunk_index, page, text, language, filename)| {
+            |(document_id, chunk_index, page, text, language, filename, content_type)| {
                 let candidate = wanted.get(&(document_id, chunk_index))?;
                 // A chunk not indexed yet has no language recorded: detect it as indexing will.
                 let language = language
@@ -70,6 +70,7 @@ pub(super) async fn fetch<'a>(
                 let hit = Hit {
                     document_id,
                     filename,
+                    content_type,
                     page,
                     chunk_index,
                     score: candidate.score,
