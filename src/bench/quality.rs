@@ -43,7 +43,7 @@ pub struct QualityBench {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "rrf:60,rrf:10,minmax:0.2,minmax:0.3,minmax:0.5,minmax:0.6,zscore:0.3,zscore:0.5"
+        default_value = "rrf:60,rrf:10,minmax:0.2,minmax:0.3,minmax:0.4,minmax:0.5,minmax:0.6,minmax:0.8,zscore:0.3,zscore:0.5"
     )]
     pub fusions: Vec<String>,
     /// Search an already ingested scratch database again instead of ingesting anew.
@@ -178,7 +178,7 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
     let input = json!({
         "model_version": pipeline.model.model_version,
         "semantic": pipeline.embedder.is_semantic(),
-        "default_fusion": search::DEFAULT_FUSION.name(),
+        "default_fusion": searcher.fusion().name(),
         "ingest": ingest,
         "mean_ms_per_query": latency,
         "questions": questions,

@@ -36,7 +36,7 @@ mod snippet;
 mod text;
 mod vector;
 
-pub use rank::{DEFAULT_FUSION, Fusion};
+pub use rank::{DEFAULT_FUSION, Fusion, SPELLING_FUSION};
 pub use snippet::Highlight;
 pub use vector::{Scope, vector_sql};
 
@@ -238,12 +238,17 @@ impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.
     pub fn new(pool: PgPool, embedder: Embedder, model: ModelVersion) -> Self {
         Self {
+            fusion: Fusion::default_for(embedder.is_semantic()),
             pool,
             embedder,
             model,
-            fusion: DEFAULT_FUSION,
             stats: Default::default(),
         }
+    }
+
+    /// How hybrid search fuses its lists here.
+    pub fn fusion(&self) -> Fusion {
+        self.fusion
     }
 
     /// The same searcher fusing hybrid lists by `fusion` (for measuring the methods).

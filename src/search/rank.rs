@@ -29,11 +29,24 @@ pub enum Fusion {
     ZScore { text: f64 },
 }
 
-/// The method hybrid search uses: the best of the candidates measured on the development set
-/// (BENCHMARKS.md, "Search quality").
+/// The method hybrid search uses with an embedder that captures meaning: the best of the
+/// candidates measured on the development set (BENCHMARKS.md, "Search quality").
 pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { text: 0.4 };
 
+/// The method with the hashing embedder, whose vectors only see spellings: keywords carry the
+/// ranking and the vector list breaks ties (also measured, BENCHMARKS.md).
+pub const SPELLING_FUSION: Fusion = Fusion::MinMax { text: 0.8 };
+
 impl Fusion {
+    /// The default for an embedder that does (`semantic`) or does not capture meaning.
+    pub fn default_for(semantic: bool) -> Fusion {
+        if semantic {
+            DEFAULT_FUSION
+        } else {
+            SPELLING_FUSION
+        }
+    }
+
     /// Parses `rrf:K`, `minmax:W` or `zscore:W` (W the keyword list's weight, 0 to 1).
     pub fn parse(text: &str) -> Option<Fusion> {
         let (method, value) = text.split_once(':')?;
