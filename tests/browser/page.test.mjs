@@ -389,7 +389,7 @@ test("a model switch shows its progress, search still finds documents, and Run n
   await page.getByLabel("Search for").fill("usecjkt1font");
   await page.getByLabel("Mode", { exact: true }).selectOption("vector");
   await page.getByRole("button", { name: "Search", exact: true }).click();
-  await page.waitForFunction(() => /results? for/.test(document.getElementById("search-status").textContent));
+  await page.waitForFunction(() => /results? in \d+ documents? for/.test(document.getElementById("search-status").textContent));
   assert.equal(await page.textContent("#search-results li .filename"), "cjk-ko-doc.pdf");
   assert.equal(await page.textContent("#search-results li .version"), " · under hash:v1:384:c200o30");
 
