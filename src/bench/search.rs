@@ -399,21 +399,28 @@ async fn load_document(
     .fetch_one(&mut *tx)
     .await?;
     let indexes: Vec<i32> = (0..texts.len() as i32).collect();
-    sqlx::query(
-        "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash)
-         select $1, i, i / 50 + 1, t, 1, sha256(convert_to(t, 'UTF8'))
-         from unnest($2::int[], $3::text[]) as u(i, t)",
-    )
-    .bind(id)
-    .bind(&indexes)
-    .bind(texts)
-    .execute(&mut *tx)
-    .await?;
+    // Analysed as the extract step does, and stored with the chunks as it stores them.
     let terms: Vec<_> = indexes
         .iter()
         .zip(texts)
         .map(|(i, t)| crate::search::index::analyze_chunk(*i, t))
         .collect();
+    let languages: Vec<&str> = terms.iter().map(|t| t.language.code()).collect();
+    let term_counts: Vec<i32> = terms.iter().map(|t| t.term_count).collect();
+    sqlx::query(
+        "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash,
+                             language, term_count, analyzer)
+         select $1, i, i / 50 + 1, t, 1, sha256(convert_to(t, 'UTF8')), l, n, $6
+         from unnest($2::int[], $3::text[], $4::text[], $5::int[]) as u(i, t, l, n)",
+    )
+    .bind(id)
+    .bind(&indexes)
+    .bind(texts)
+    .bind(&languages)
+    .bind(&term_counts)
+    .bind(crate::analysis::ANALYZER_VERSION)
+    .execute(&mut *tx)
+    .await?;
     crate::search::index::write(&mut tx, id, &terms).await?;
     sqlx::query(
         "insert into embeddings (document_id, model_version, chunk_index, embedding)

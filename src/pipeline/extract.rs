@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::Pipeline;
 use super::chunk::{Chunk, chunk_pages};
+use crate::analysis::ANALYZER_VERSION;
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB};
 use crate::extract::{self, ExtractError};
 use crate::queue::{self, NewJob};
@@ -72,7 +73,7 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .await
         .retryable()?;
     index::forget(&mut tx, document_id.0).await.retryable()?;
-    insert_chunks(&mut tx, document_id, &chunks)
+    insert_chunks(&mut tx, document_id, &chunks, &terms)
         .await
         .retryable()?;
     index::write(&mut tx, document_id.0, &terms)
@@ -135,17 +136,23 @@ async fn insert_chunks(
     conn: &mut sqlx::PgConnection,
     id: DocumentId,
     chunks: &[Chunk],
+    terms: &[ChunkTerms],
 ) -> Result<(), sqlx::Error> {
     // One statement per thousand chunks keeps the arrays and the statement small.
-    for batch in chunks.chunks(1000) {
+    for (batch, analysed) in chunks.chunks(1000).zip(terms.chunks(1000)) {
         let indexes: Vec<i32> = batch.iter().map(|c| c.index).collect();
         let pages: Vec<i32> = batch.iter().map(|c| c.page).collect();
         let texts: Vec<&str> = batch.iter().map(|c| c.text.as_str()).collect();
         let tokens: Vec<i32> = batch.iter().map(|c| c.token_count).collect();
         let hashes: Vec<&[u8]> = batch.iter().map(|c| c.content_hash.as_slice()).collect();
+        let languages: Vec<&str> = analysed.iter().map(|t| t.language.code()).collect();
+        let term_counts: Vec<i32> = analysed.iter().map(|t| t.term_count).collect();
         sqlx::query(
-            "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash)
-             select $1, * from unnest($2::int[], $3::int[], $4::text[], $5::int[], $6::bytea[])",
+            "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash,
+                                 language, term_count, analyzer)
+             select $1, u.*, $9
+             from unnest($2::int[], $3::int[], $4::text[], $5::int[], $6::bytea[], $7::text[],
+                         $8::int[]) as u",
         )
         .bind(id.0)
         .bind(&indexes)
@@ -153,6 +160,9 @@ async fn insert_chunks(
         .bind(&texts)
         .bind(&tokens)
         .bind(&hashes)
+        .bind(&languages)
+        .bind(&term_counts)
+        .bind(ANALYZER_VERSION)
         .execute(&mut *conn)
         .await?;
     }

@@ -43,8 +43,10 @@ pub fn analyze_chunk(chunk_index: i32, text: &str) -> ChunkTerms {
     }
 }
 
-/// Writes the postings of `chunks` of `document_id` and marks the chunks indexed; the chunk
-/// rows must exist and have no postings yet (see [`forget`]).
+/// Writes the postings of `chunks` of `document_id`, which must have none yet (see
+/// [`forget`]). The chunk rows record their analysis themselves: the extract step inserts them
+/// with [`ChunkTerms::language`], [`ChunkTerms::term_count`] and [`ANALYZER_VERSION`] (an
+/// update afterwards would write every chunk row twice), [`index_pending`] updates them.
 pub async fn write(
     conn: &mut PgConnection,
     document_id: i64,
@@ -58,7 +60,15 @@ pub async fn write(
             batch.flush(conn, document_id).await?;
         }
     }
-    batch.flush(conn, document_id).await?;
+    batch.flush(conn, document_id).await
+}
+
+/// Records on existing chunk rows the analysis their postings were written with.
+async fn mark(
+    conn: &mut PgConnection,
+    document_id: i64,
+    chunks: &[ChunkTerms],
+) -> Result<(), sqlx::Error> {
     let indexes: Vec<i32> = chunks.iter().map(|c| c.chunk_index).collect();
     let languages: Vec<&str> = chunks.iter().map(|c| c.language.code()).collect();
     let counts: Vec<i32> = chunks.iter().map(|c| c.term_count).collect();
@@ -181,6 +191,7 @@ pub async fn index_pending(pool: &sqlx::PgPool, batch: i64) -> Result<usize, sql
         .execute(&mut *tx)
         .await?;
         write(&mut tx, *document_id, chunks).await?;
+        mark(&mut tx, *document_id, chunks).await?;
     }
     tx.commit().await?;
     Ok(count)
