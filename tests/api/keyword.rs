@@ -156,3 +156,52 @@ async fn grouped_results_keep_one_long_document_from_filling_the_page(pool: PgPo
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["code"], "invalid_group");
 }
+
+/// How many chunks `term_stats` says hold `term`, and how many really do.
+async fn frequencies(pool: &PgPool, term: &str) -> (i32, i64) {
+    let counted: Option<i32> = sqlx::query_scalar("select chunks from term_stats where term = $1")
+        .bind(term)
+        .fetch_optional(pool)
+        .await
+        .expect("term_stats");
+    let real: i64 = sqlx::query_scalar("select count(*) from chunk_terms where term = $1")
+        .bind(term)
+        .fetch_one(pool)
+        .await
+        .expect("chunk_terms");
+    (counted.unwrap_or(0), real)
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn document_frequencies_follow_uploads_reprocessing_and_deletes(pool: PgPool) {
+    register_active(&pool).await;
+    let pipeline = hash_pipeline(&pool).await;
+    let worker = pipeline_worker(&pool, &pipeline, 1);
+    let api = spawn_api(pool.clone(), None).await;
+    let readme = upload_one(&api, "pdfjs-README.md", fixture("text/pdfjs-README.md")).await;
+    drive(&pool, &worker, 20).await;
+    let (counted, real) = frequencies(&pool, "pdf").await;
+    assert!(real > 1, "the README holds the term in several chunks");
+    assert_eq!(counted as i64, real);
+
+    // Reprocessing replaces the chunks and their postings: the count must not double.
+    let response = api
+        .client
+        .post(api.url(&format!("/api/documents/{readme}/reprocess")))
+        .send()
+        .await
+        .expect("reprocess");
+    assert!(response.status().is_success(), "{}", response.status());
+    drive(&pool, &worker, 20).await;
+    assert_eq!(frequencies(&pool, "pdf").await, (counted, real));
+
+    // Deleting the document cascades to its postings, and the count follows.
+    let response = api
+        .client
+        .delete(api.url(&format!("/api/documents/{readme}")))
+        .send()
+        .await
+        .expect("delete");
+    assert!(response.status().is_success(), "{}", response.status());
+    assert_eq!(frequencies(&pool, "pdf").await, (0, 0));
+}
