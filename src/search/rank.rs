@@ -31,7 +31,7 @@ pub enum Fusion {
 
 /// The method hybrid search uses with an embedder that captures meaning: the best of the
 /// candidates measured on the development set (BENCHMARKS.md, "Search quality").
-pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { text: 0.4 };
+pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { text: 0.6 };
 
 /// The method with the hashing embedder, whose vectors only see spellings: keywords carry the
 /// ranking and the vector list breaks ties (also measured, BENCHMARKS.md).
