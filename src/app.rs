@@ -147,6 +147,7 @@ impl App {
             .await
             .with_context(|| format!("binding {}", config.bind))?;
         let events_stop = CancellationToken::new();
+        let guard = Arc::new(config.guard()?);
         let state = AppState {
             searcher: Arc::new(crate::search::Searcher::new(
                 pool.clone(),
@@ -163,6 +164,7 @@ impl App {
                 .map(|t| Arc::from(t.as_str())),
             max_upload_bytes: config.max_upload_bytes,
             embedder_warning: config.pipeline.embedder_warning().map(Arc::from),
+            guard,
         };
         Ok(App {
             listener,

@@ -130,6 +130,9 @@ pub struct ServeConfig {
     pub no_workers: bool,
 
     #[command(flatten)]
+    pub http: HttpSettings,
+
+    #[command(flatten)]
     pub worker: WorkerSettings,
 
     #[command(flatten)]
@@ -153,7 +156,36 @@ impl ServeConfig {
                 "DOCKET_API_TOKEN must be at least 16 characters".into(),
             ));
         }
+        self.http.hosts()?;
         Ok(())
+    }
+
+    /// The HTTP checks and bounds of this server.
+    pub fn guard(&self) -> Result<crate::http::Guard, ConfigError> {
+        Ok(crate::http::Guard {
+            hosts: self.http.hosts()?,
+        })
+    }
+}
+
+/// Who the HTTP server answers, and how much it takes on at once.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HttpSettings {
+    /// The URL people open docket at when it is behind a reverse proxy (e.g.
+    /// https://docket.example.com): its host is accepted in `Host` and its origin may change things.
+    #[arg(long, env = "DOCKET_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// More host names docket answers under, comma-separated (loopback names and IP literals are
+    /// always accepted).
+    #[arg(long, env = "DOCKET_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+}
+
+impl HttpSettings {
+    fn hosts(&self) -> Result<crate::http::guard::HostPolicy, ConfigError> {
+        crate::http::guard::HostPolicy::new(self.public_url.as_deref(), &self.allowed_hosts)
+            .map_err(ConfigError)
     }
 }
 

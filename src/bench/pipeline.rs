@@ -482,6 +482,7 @@ fn serve_config(
         api_token: None,
         max_upload_bytes: 50 * 1024 * 1024,
         no_workers: false,
+        http: Default::default(),
         worker: WorkerSettings {
             lease_secs: 60,
             concurrency: 4,

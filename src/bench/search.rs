@@ -461,6 +461,7 @@ async fn serve(
         searcher,
         events: crate::http::EventHub::start(pool.clone(), stop.clone()),
         embedder_warning: None,
+        guard: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);

@@ -19,9 +19,15 @@ pub enum ApiError {
     /// 401: missing or wrong bearer token.
     #[error("a valid bearer token is required")]
     Unauthorized,
+    /// 403: refused whoever asks: a foreign `Host`, or a page of another origin.
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
     /// 404: no such thing.
     #[error("{message}")]
     NotFound { code: &'static str, message: String },
+    /// 408: the request took longer than the request timeout.
+    #[error("the request took longer than {0} seconds")]
+    Timeout(u64),
     /// 409: the thing exists but is in a state that forbids this.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
@@ -54,6 +60,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden { code, .. } => (StatusCode::FORBIDDEN, code),
+            ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::TooLarge { code, .. } => (StatusCode::PAYLOAD_TOO_LARGE, code),

@@ -2,12 +2,15 @@
 //!
 //! [`router`] builds everything from an [`AppState`], so tests call it on a listener bound to
 //! port 0; [`serve`] runs it until a shutdown future resolves. `/api` requires the bearer token
-//! when one is configured; health, `/metrics` and the page stay open.
+//! when one is configured; health, `/metrics` and the page stay open. Every route, whatever its
+//! token, first passes the [`guard`]: a foreign `Host` or a state-changing request from another
+//! web origin is refused, so a page the operator happens to visit cannot drive docket.
 
 mod auth;
 mod documents;
 pub mod error;
 pub mod events;
+pub mod guard;
 mod health;
 pub mod input;
 mod jobs;
@@ -46,6 +49,15 @@ pub struct AppState {
     pub embedder_warning: Option<Arc<str>>,
     /// The one LISTEN connection of this process, fanned out to `/api/events` streams.
     pub events: EventHub,
+    /// What every request is checked against before any handler runs.
+    pub guard: Arc<Guard>,
+}
+
+/// The checks and bounds every request runs under, beside the bearer token.
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    /// The names and origin docket is served under ([`guard`]).
+    pub hosts: guard::HostPolicy,
 }
 
 /// JSON bodies (not uploads) are small: job payloads are references.
@@ -101,6 +113,10 @@ pub fn router(state: AppState) -> Router {
         // checks the token itself and also takes it as a query parameter.
         .route("/api/events", get(events::stream))
         .nest("/api", api)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

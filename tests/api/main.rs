@@ -16,5 +16,6 @@ mod pipeline;
 mod queue;
 mod schedule;
 mod search;
+mod security;
 mod support;
 mod worker;

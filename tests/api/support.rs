@@ -58,6 +58,16 @@ pub async fn spawn_api_with_limit(
     token: Option<&str>,
     max_upload_bytes: u64,
 ) -> Api {
+    spawn_api_with(pool, token, max_upload_bytes, http::Guard::default()).await
+}
+
+/// [`spawn_api`] with a chosen upload limit and HTTP checks and bounds.
+pub async fn spawn_api_with(
+    pool: sqlx::PgPool,
+    token: Option<&str>,
+    max_upload_bytes: u64,
+    guard: http::Guard,
+) -> Api {
     let stop = tokio_util::sync::CancellationToken::new();
     let embedder = docket::embed::Embedder::Hash(docket::embed::HashEmbedder::new(384));
     let model = docket::models::ModelVersion::of(
@@ -76,6 +86,7 @@ pub async fn spawn_api_with_limit(
         api_token: token.map(Arc::from),
         max_upload_bytes,
         embedder_warning: None,
+        guard: Arc::new(guard),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
