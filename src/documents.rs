@@ -200,14 +200,72 @@ pub async fn bytes(pool: &PgPool, id: DocumentId) -> Result<Option<Vec<u8>>, sql
 }
 
 /// Deletes a document; its bytes, chunks, embeddings and sets go with it (foreign keys
-/// cascade). Its pending jobs find no document and end. Returns whether it existed.
+/// cascade), and its waiting and running pipeline jobs are cancelled in the same transaction, so
+/// a running one loses its lease and stops at its next heartbeat. Returns whether it existed.
 pub async fn delete(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
     let deleted = sqlx::query("delete from documents where id = $1")
         .bind(id.0)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+    cancel_pipeline_jobs(&mut tx, id, None, "the document was deleted").await?;
+    tx.commit().await?;
     Ok(deleted == 1)
+}
+
+/// Cancels the document's waiting and running extract and embed jobs, except `keep`, on
+/// `conn`, with `reason` as their last error. A running job's lease is gone with its token, so
+/// its worker's next heartbeat stops the handler and no write of it lands. Returns how many.
+pub async fn cancel_pipeline_jobs(
+    conn: &mut PgConnection,
+    id: DocumentId,
+    keep: Option<queue::JobId>,
+    reason: &str,
+) -> Result<u64, sqlx::Error> {
+    let cancelled = sqlx::query(
+        "update jobs
+         set status = 'cancelled',
+             lease_token = null,
+             lease_until = null,
+             last_error = $3,
+             finished_at = now(),
+             updated_at = now()
+         where payload ? 'document_id'
+           and (payload ->> 'document_id')::bigint = $1
+           and kind in ('extract', 'embed')
+           and status in ('ready', 'running')
+           and ($2::bigint is null or id <> $2)",
+    )
+    .bind(id.0)
+    .bind(keep.map(|job| job.0))
+    .bind(reason)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(cancelled)
+}
+
+/// Records that step `step` (an extract or embed job, `job`) failed for good, unless something
+/// else now speaks for the document (see `docket_settle_failed_step` in the hardening
+/// migration): a newer job of the step is waiting, the document moved on, or, for embedding, it
+/// is searchable under some version and becomes `ready` instead. Returns whether it changed.
+pub async fn settle_failed_step(
+    pool: &PgPool,
+    id: DocumentId,
+    job: queue::JobId,
+    step: &str,
+    code: &str,
+    message: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select docket_settle_failed_step($1, $2, $3, $4, $5)")
+        .bind(id.0)
+        .bind(job.0)
+        .bind(step)
+        .bind(code)
+        .bind(message)
+        .fetch_one(pool)
+        .await
 }
 
 /// Moves a document to `status`, clearing any earlier error.
@@ -221,26 +279,5 @@ pub async fn set_status(
         .bind(status.as_str())
         .execute(conn)
         .await?;
-    Ok(())
-}
-
-/// Marks a document failed with a readable reason.
-pub async fn set_failed(
-    pool: &PgPool,
-    id: DocumentId,
-    code: &str,
-    message: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "update documents
-         set status = 'failed',
-             error = jsonb_build_object('code', $2::text, 'message', $3::text)
-         where id = $1",
-    )
-    .bind(id.0)
-    .bind(code)
-    .bind(message)
-    .execute(pool)
-    .await?;
     Ok(())
 }

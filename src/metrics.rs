@@ -90,7 +90,7 @@ impl Metrics {
         );
     }
 
-    /// A job of `kind` failed; `outcome` is `retry`, `dead` or `rate_limited`.
+    /// A job of `kind` failed; `outcome` is `retry`, `dead`, `rate_limited` or `elsewhere` (handed back for another process).
     pub fn job_failed(&self, kind: &str, outcome: &'static str) {
         self.add(
             "docket_job_failures_total",

@@ -344,7 +344,17 @@ pub async fn reprocess(
         return Err(not_found(id.0));
     }
     let reason = format!("reprocess-{}", uuid::Uuid::new_v4().simple());
-    documents::enqueue_extract(&mut tx, id, &reason).await?;
+    let extract = documents::enqueue_extract(&mut tx, id, &reason).await?;
+    // Jobs still working on the old text would write what the new extraction replaces; they
+    // stop (after the new job exists, so the document is never left without one).
+    documents::cancel_pipeline_jobs(
+        &mut tx,
+        id,
+        Some(extract.id),
+        "superseded: the document is being reprocessed",
+    )
+    .await
+    .map_err(database)?;
     tx.commit().await.map_err(database)?;
     Ok((StatusCode::ACCEPTED, Json(find(&state, id).await?)))
 }

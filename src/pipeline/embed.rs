@@ -3,6 +3,9 @@
 //! Resumable: each batch of vectors is upserted as soon as the provider returns it, and a
 //! (re)started job embeds only the chunks that have no vector yet under this version. The set
 //! row, the document's `ready` status and this job's completion commit together at the end.
+//! Every vector is written only onto a chunk whose content hash is still that of the text it was
+//! made from, so a job overtaken by a reprocess writes nothing stale (and a reprocess or delete
+//! also cancels it: it stops at its next heartbeat).
 //!
 //! Text is never paid for twice under one version: chunks whose content hash already has a
 //! vector under the version (in any document) get a copy before anything is sent, and repeated
@@ -16,7 +19,7 @@ use pgvector::Vector;
 use serde::Deserialize;
 
 use super::Pipeline;
-use crate::documents::{self, DocumentId};
+use crate::documents::{self, DocumentId, EMBED_JOB};
 use crate::embed::EmbedError;
 use crate::queue;
 use crate::worker::{Job, JobError, Outcome, ResultExt};
@@ -42,11 +45,12 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         )));
     };
     // A process embeds its own version and the versions it can build from its configuration
-    // (see Pipeline::embedder_for); for any other the job dies with the reason. The document is
-    // left alone: it may be searchable under another version.
+    // (see Pipeline::embedder_for), and claims only those; one it claimed all the same (a version
+    // registered since its last claim, or an older binary's claim filter) goes back for a process
+    // that can, without spending an attempt. During a model switch mixed fleets are normal.
     let embedder = pipeline
         .embedder_for(&version)
-        .map_err(|reason| JobError::Fatal(anyhow::anyhow!(reason)))?;
+        .map_err(|reason| JobError::Elsewhere { reason })?;
 
     // Never pay twice for the same text: a chunk whose text already has a vector under this
     // version (in any document) gets a copy of it.
@@ -79,8 +83,8 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     .rows_affected();
     crate::metrics::global().embeddings_reused(&model_version, copied);
 
-    let missing: Vec<(i32, String)> = sqlx::query_as(
-        "select c.chunk_index, c.text
+    let missing: Vec<(i32, String, Vec<u8>)> = sqlx::query_as(
+        "select c.chunk_index, c.text, c.content_hash
          from chunks c
          where c.document_id = $1
            and not exists (
@@ -100,7 +104,7 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         // Repeated text within a batch is sent once.
         let mut texts: Vec<String> = Vec::with_capacity(batch.len());
         let mut slots: Vec<usize> = Vec::with_capacity(batch.len());
-        for (_, text) in batch {
+        for (_, text, _) in batch {
             let slot = match texts.iter().position(|t| t == text) {
                 Some(slot) => slot,
                 None => {
@@ -120,18 +124,28 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         crate::metrics::global().embedding_call(&model_version, outcome, started.elapsed());
         let unique = match result {
             Ok(vectors) => vectors,
-            Err(err) => return Err(embedding_failed(&pipeline, document_id, err).await),
+            Err(err) => return Err(embedding_failed(&pipeline, &job, document_id, err).await),
         };
-        let indexes: Vec<i32> = batch.iter().map(|(index, _)| *index).collect();
+        let indexes: Vec<i32> = batch.iter().map(|(index, _, _)| *index).collect();
+        let hashes: Vec<&[u8]> = batch.iter().map(|(_, _, hash)| hash.as_slice()).collect();
         let vectors: Vec<Vector> = slots
             .iter()
             .filter_map(|slot| unique.get(*slot))
             .map(|v| Vector::from(v.clone()))
             .collect();
         // A checkpoint per batch: a crash after this point does not pay for these again.
-        sqlx::query(
+        // Fenced by content hash: a vector lands only on a chunk that still holds the text it
+        // was made from, so a reprocess that replaced the chunks meanwhile never receives the
+        // old text's vectors under the new chunks' indexes.
+        let written = sqlx::query(
             "insert into embeddings (document_id, model_version, chunk_index, embedding)
-             select $1, $2, * from unnest($3::int[], $4::vector[])
+             select $1, $2, input.chunk_index, input.embedding
+             from unnest($3::int[], $4::vector[], $5::bytea[])
+                  as input(chunk_index, embedding, content_hash)
+             join chunks c
+               on c.document_id = $1
+              and c.chunk_index = input.chunk_index
+              and c.content_hash = input.content_hash
              on conflict (document_id, model_version, chunk_index)
              do update set embedding = excluded.embedding",
         )
@@ -139,9 +153,21 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .bind(&model_version)
         .bind(&indexes)
         .bind(&vectors)
+        .bind(&hashes)
         .execute(pool)
         .await
-        .retryable()?;
+        .retryable()?
+        .rows_affected();
+        if written < indexes.len() as u64 {
+            // The text changed under us: stop paying for stale text and start over.
+            return Err(JobError::Retry {
+                error: anyhow::anyhow!(
+                    "the chunks changed while embedding ({written} of {} vectors still matched their text)",
+                    indexes.len()
+                ),
+                after: Some(Duration::from_secs(1)),
+            });
+        }
     }
 
     let mut tx = pool.begin().await.retryable()?;
@@ -182,11 +208,18 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     .execute(&mut *tx)
     .await
     .retryable()?;
-    sqlx::query("update documents set status = 'ready', error = null where id = $1")
-        .bind(document_id.0)
-        .execute(&mut *tx)
-        .await
-        .retryable()?;
+    // Not while a newer extraction is pending or running: its chunks replace these, and the
+    // document is ready only once they are embedded.
+    sqlx::query(
+        "update documents
+         set status = 'ready', error = null
+         where id = $1
+           and status in ('embedding', 'ready', 'failed')",
+    )
+    .bind(document_id.0)
+    .execute(&mut *tx)
+    .await
+    .retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
     tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), copied, %model_version, "embedded");
@@ -194,7 +227,12 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
 }
 
 /// Maps a provider failure to the job's fate; permanent ones also fail the document.
-async fn embedding_failed(pipeline: &Pipeline, id: DocumentId, err: EmbedError) -> JobError {
+async fn embedding_failed(
+    pipeline: &Pipeline,
+    job: &Job,
+    id: DocumentId,
+    err: EmbedError,
+) -> JobError {
     if err.is_rate_limited() {
         return JobError::RateLimited {
             reason: err.to_string(),
@@ -207,7 +245,16 @@ async fn embedding_failed(pipeline: &Pipeline, id: DocumentId, err: EmbedError) 
             error: anyhow::Error::new(err),
         };
     }
-    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await {
+    let settled = documents::settle_failed_step(
+        &pipeline.pool,
+        id,
+        job.id,
+        EMBED_JOB,
+        err.code(),
+        &err.to_string(),
+    )
+    .await;
+    if let Err(db) = settled {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("recording the embedding failure"),
             after: None,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::Pipeline;
 use super::chunk::{Chunk, chunk_pages};
 use crate::analysis::ANALYZER_VERSION;
-use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB};
+use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB, EXTRACT_JOB};
 use crate::extract::{self, ExtractError};
 use crate::queue::{self, NewJob};
 use crate::search::index::{self, ChunkTerms};
@@ -42,7 +42,7 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     };
     let extracted = match extracted {
         Ok(extracted) => extracted,
-        Err(err) => return Err(failed(&pipeline, document_id, &err).await),
+        Err(err) => return Err(failed(&pipeline, &job, document_id, &err).await),
     };
     drop(bytes);
 
@@ -62,7 +62,7 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     .await
     .retryable()?;
     if chunks.is_empty() {
-        return Err(failed(&pipeline, document_id, &ExtractError::NoText).await);
+        return Err(failed(&pipeline, &job, document_id, &ExtractError::NoText).await);
     }
 
     // The checkpoint: chunks, status, the next job and this job's completion, all or nothing.
@@ -115,14 +115,23 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
 }
 
 /// Records why extraction failed on the document, and says how the job should end.
-async fn failed(pipeline: &Pipeline, id: DocumentId, err: &ExtractError) -> JobError {
+async fn failed(pipeline: &Pipeline, job: &Job, id: DocumentId, err: &ExtractError) -> JobError {
     if !err.is_permanent() {
         return JobError::Retry {
             error: anyhow::anyhow!("{err}"),
             after: None,
         };
     }
-    if let Err(db) = documents::set_failed(&pipeline.pool, id, err.code(), &err.to_string()).await {
+    let settled = documents::settle_failed_step(
+        &pipeline.pool,
+        id,
+        job.id,
+        EXTRACT_JOB,
+        err.code(),
+        &err.to_string(),
+    )
+    .await;
+    if let Err(db) = settled {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("recording the extraction failure"),
             after: None,

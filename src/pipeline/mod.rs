@@ -9,6 +9,12 @@
 //! chunk without a vector, since every batch of vectors is committed as it arrives.
 //!
 //! No transaction stays open across an extraction or an embedding call.
+//!
+//! A document never shows a step in progress after that step's job ended: a handler that fails
+//! for good records its readable reason ([`documents::settle_failed_step`]), and every other end
+//! (rescued past its last attempt, cancelled, a panic on the last attempt) settles the document
+//! in the same transaction through the `jobs_settle_document` trigger. Neither lets a job speak for
+//! a document that has moved on (a newer job of the step waits, or it is searchable already).
 
 pub mod chunk;
 mod embed;
@@ -17,11 +23,12 @@ pub mod reembed;
 
 use std::sync::Arc;
 
-use crate::documents::{self, DocumentId, EMBED_JOB, EXTRACT_JOB};
+use crate::documents::{EMBED_JOB, EXTRACT_JOB};
 use crate::embed::Embedder;
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
-use crate::worker::{Job, JobError, Outcome, Registry};
+use crate::queue::PayloadFilter;
+use crate::worker::Registry;
 use chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 
 /// The job kind that enqueues embed jobs for stale documents (see [`reembed`]).
@@ -113,25 +120,42 @@ impl Pipeline {
         })
     }
 
+    /// The registered model versions this process cannot embed under: their embed jobs are left
+    /// to processes that can (mixed fleets are normal during a model switch).
+    async fn embed_claim_filter(&self) -> anyhow::Result<Option<PayloadFilter>> {
+        let versions: Vec<ModelVersion> = sqlx::query_as(
+            "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
+             from embedding_models",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let skipped: Vec<String> = versions
+            .into_iter()
+            .filter(|version| self.embedder_for(version).is_err())
+            .map(|version| version.model_version)
+            .collect();
+        Ok((!skipped.is_empty()).then(|| PayloadFilter {
+            key: "model_version".into(),
+            skipped,
+        }))
+    }
+
     /// Adds the pipeline's handlers to `registry`.
     pub fn register(self: &Arc<Self>, registry: &mut Registry, concurrency: PipelineConcurrency) {
         let pipeline = self.clone();
         registry.register(EXTRACT_JOB, concurrency.extract, move |job| {
             let pipeline = pipeline.clone();
-            async move {
-                let last = last_attempt(&job);
-                let outcome = extract::run(pipeline.clone(), job).await;
-                settle(&pipeline, last, outcome).await
-            }
+            async move { extract::run(pipeline, job).await }
         });
         let pipeline = self.clone();
         registry.register(EMBED_JOB, concurrency.embed, move |job| {
             let pipeline = pipeline.clone();
-            async move {
-                let last = last_attempt(&job);
-                let outcome = embed::run(pipeline.clone(), job).await;
-                settle(&pipeline, last, outcome).await
-            }
+            async move { embed::run(pipeline, job).await }
+        });
+        let pipeline = self.clone();
+        registry.filter_claims(EMBED_JOB, move || {
+            let pipeline = pipeline.clone();
+            async move { pipeline.embed_claim_filter().await }
         });
         let pipeline = self.clone();
         registry.register(REEMBED_JOB, 1, move |job| {
@@ -139,34 +163,4 @@ impl Pipeline {
             async move { reembed::run(pipeline, job).await }
         });
     }
-}
-
-/// The document of a job that runs its last attempt, if the payload names one.
-fn last_attempt(job: &Job) -> Option<DocumentId> {
-    (job.attempt >= job.max_attempts)
-        .then(|| job.payload::<DocumentRef>().ok().map(|r| r.document_id))
-        .flatten()
-}
-
-#[derive(serde::Deserialize)]
-struct DocumentRef {
-    document_id: DocumentId,
-}
-
-/// A transient failure on the last attempt sends the job to `dead`: the document must say so
-/// too, or it would show a step in progress forever.
-async fn settle(
-    pipeline: &Pipeline,
-    last_attempt: Option<DocumentId>,
-    outcome: Result<Outcome, JobError>,
-) -> Result<Outcome, JobError> {
-    if let (Some(id), Err(JobError::Retry { error, .. })) = (last_attempt, &outcome) {
-        let message = format!("gave up after the last attempt: {error:#}");
-        if let Err(err) =
-            documents::set_failed(&pipeline.pool, id, "retries_exhausted", &message).await
-        {
-            tracing::error!(document = %id, error = %err, "could not mark the document failed");
-        }
-    }
-    outcome
 }

@@ -164,15 +164,19 @@ impl Queue {
         }
     }
 
-    /// A person's retry of a `dead` or `cancelled` job: back to `ready` now, with its full
-    /// attempt budget again on top of the attempts it used (which stay counted, so the history
-    /// reads true).
+    /// A person's retry of a `dead` or `cancelled` job: back to `ready` now, with the attempt
+    /// budget it was enqueued with again on top of the attempts it used (which stay counted, so
+    /// the history reads true). The budget is the original one, recorded at the first retry, so
+    /// retrying the same job again and again adds the same number of attempts each time.
     pub async fn retry_dead(&self, id: JobId) -> Result<JobRecord, QueueError> {
         let row = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
             "update jobs
              set status = 'ready',
                  run_at = now(),
-                 max_attempts = attempts + max_attempts,
+                 attempt_budget = coalesce(attempt_budget, max_attempts),
+                 max_attempts = least(
+                     attempts::bigint + coalesce(attempt_budget, max_attempts),
+                     2147483647)::integer,
                  finished_at = null,
                  updated_at = now()
              where id = $1

@@ -36,7 +36,8 @@ struct ClaimRow {
 }
 
 /// The claim statement. Parameters: `$1` kind, `$2` how many, `$3` lease in milliseconds,
-/// `$4` worker id. Public so tests and benchmarks can EXPLAIN exactly what runs.
+/// `$4` worker id, `$5`/`$6` an optional [`PayloadFilter`] (key and skipped values, both null
+/// for none). Public so tests and benchmarks can EXPLAIN exactly what runs.
 ///
 /// The ids are picked in a subquery under `for update skip locked` and updated by
 /// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx` even
@@ -55,10 +56,22 @@ pub const CLAIM_SQL: &str = "update jobs
         where status = 'ready'
           and kind = $1
           and run_at <= now()
+          and ($5::text is null or not coalesce(payload ->> $5, '') = any($6::text[]))
         order by run_at, id
         limit $2
         for update skip locked))
     returning id, kind, payload, attempts, max_attempts, lease_token, lease_until, run_at";
+
+/// Skips jobs whose payload field `key` is one of `skipped`: a worker that can run some jobs of
+/// a kind but not others (an embedder for some model versions) leaves those to workers that
+/// can. A list of what to skip rather than what to take, so that a value nobody can serve (an
+/// unknown model version) is still claimed and fails with its reason instead of waiting forever.
+/// The queue still knows no kinds; the filter is the caller's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadFilter {
+    pub key: String,
+    pub skipped: Vec<String>,
+}
 
 impl Queue {
     /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]).
@@ -67,6 +80,17 @@ impl Queue {
         kind: &str,
         limit: usize,
         worker: &str,
+    ) -> Result<Vec<ClaimedJob>, QueueError> {
+        self.claim_filtered(kind, limit, worker, None).await
+    }
+
+    /// [`Queue::claim`], taking only jobs that pass `filter` when there is one.
+    pub async fn claim_filtered(
+        &self,
+        kind: &str,
+        limit: usize,
+        worker: &str,
+        filter: Option<&PayloadFilter>,
     ) -> Result<Vec<ClaimedJob>, QueueError> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -77,6 +101,8 @@ impl Queue {
             .bind(limit)
             .bind(self.lease_millis())
             .bind(worker)
+            .bind(filter.map(|f| f.key.as_str()))
+            .bind(filter.map(|f| f.skipped.as_slice()))
             .fetch_all(&self.pool)
             .await?;
 

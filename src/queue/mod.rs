@@ -28,7 +28,7 @@ mod maintenance;
 mod retry_policy;
 
 pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
-pub use claim::{CLAIM_SQL, ClaimedJob, complete_in};
+pub use claim::{CLAIM_SQL, ClaimedJob, PayloadFilter, complete_in};
 pub use enqueue::{enqueue, enqueue_many};
 pub use maintenance::Rescued;
 pub use retry_policy::RetryPolicy;

@@ -57,7 +57,15 @@ pub async fn fire_due(
         oldest_allowed - chrono::Duration::milliseconds(1),
         MAX_SKIPPED_COUNTED,
     );
-    let start = skipped.last().copied().unwrap_or(cursor).max(cursor);
+    // Never older than the window, even when more were skipped than are counted: the counted
+    // ones may stop short of the window's edge.
+    let window_start = oldest_allowed - chrono::Duration::milliseconds(1);
+    let start = skipped
+        .last()
+        .copied()
+        .unwrap_or(cursor)
+        .max(cursor)
+        .max(window_start.min(now));
     let due = spec.between(start, now, MAX_FIRINGS_PER_PASS);
 
     let mut report = FireReport {

@@ -1,7 +1,9 @@
 //! Runs one claimed job to its outcome and records that outcome under the job's lease.
 //!
 //! The handler runs in its own task, so a panic is caught (as a retryable failure) and a lost
-//! lease can abort it. Whatever the handler returns is written only while the lease holds.
+//! lease can abort it. Whatever the handler returns is written only while the lease holds. At
+//! shutdown, a handler still running after the grace period is stopped and its job handed back
+//! by this executor, which alone knows whether the handler finished.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,10 @@ use super::Shared;
 use super::job::{Job, JobError, Outcome};
 use super::registry::HandlerFn;
 use crate::queue::{ClaimedJob, JobStatus, Lease, QueueError};
+
+/// How long a job this process cannot run waits before it is due again: long enough that this
+/// process (whose claim filter may be a moment old) does not take it straight back.
+const HAND_BACK_DELAY: Duration = Duration::from_secs(5);
 
 /// A finished job waiting for its completion to be written, with the slot it occupies: the
 /// slot frees only once the job is settled in the database, so a kind never has more jobs
@@ -53,22 +59,33 @@ pub(crate) async fn execute(
     shared.inflight.hold(lease, lost.clone());
 
     let mut task = tokio::spawn(handler(job));
-    let result = tokio::select! {
-        joined = &mut task => Some(joined),
-        () = lost.cancelled() => {
-            task.abort();
-            None
-        }
+    let ended = tokio::select! {
+        // Biased, handler first: a handler that has finished always gets its outcome written,
+        // even when its lease is stopped or shutdown hands jobs back at the same moment.
+        biased;
+        joined = &mut task => Ended::Joined(joined),
+        () = lost.cancelled() => Ended::LeaseLost,
+        () = shared.hand_back.cancelled() => Ended::HandedBack,
     };
+    if !matches!(ended, Ended::Joined(_)) {
+        task.abort();
+        // Wait for the abort to land, so nothing of the handler runs after its job is given
+        // up on.
+        let _ = task.await;
+    }
     shared.inflight.drop_lease(&lease);
 
-    let outcome = match result {
-        None => {
+    let outcome = match ended {
+        Ended::LeaseLost => {
             tracing::warn!(job = %lease.job_id, %kind, "lease lost while running; handler stopped, result discarded");
             return;
         }
-        Some(Ok(outcome)) => outcome,
-        Some(Err(join_error)) => Err(JobError::Retry {
+        Ended::HandedBack => {
+            hand_back(&shared, &lease, &kind).await;
+            return;
+        }
+        Ended::Joined(Ok(outcome)) => outcome,
+        Ended::Joined(Err(join_error)) => Err(JobError::Retry {
             error: anyhow::anyhow!("the handler panicked: {}", panic_message(join_error)),
             after: None,
         }),
@@ -121,6 +138,15 @@ pub(crate) async fn execute(
                 .await
                 .map(|_| ())
         }
+        Err(JobError::Elsewhere { reason }) => {
+            tracing::info!(job = %lease.job_id, %kind, %reason, "not runnable in this process; handed back for another");
+            metrics.job_failed(&kind, "elsewhere");
+            shared
+                .queue
+                .retry(&lease, &reason, HAND_BACK_DELAY, false)
+                .await
+                .map(|_| ())
+        }
         Err(JobError::Fatal(error)) => {
             let message = format!("{error:#}");
             tracing::warn!(job = %lease.job_id, %kind, error = %message, "permanent failure; job is dead");
@@ -136,6 +162,44 @@ pub(crate) async fn execute(
         Err(err) => {
             // The lease will expire and the rescuer hands the job out again: at-least-once.
             tracing::error!(job = %lease.job_id, %kind, error = %err, "could not record the outcome");
+        }
+    }
+}
+
+/// How an executor stopped waiting for its handler.
+enum Ended {
+    Joined(Result<Result<Outcome, JobError>, tokio::task::JoinError>),
+    /// The heartbeat found the lease gone (rescued or cancelled).
+    LeaseLost,
+    /// Shutdown's grace period ran out while the handler still ran.
+    HandedBack,
+}
+
+/// The most a hand-back at shutdown waits for the database; past it the lease expires and the
+/// rescuer hands the job out again.
+const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Gives a job whose handler was stopped at shutdown back to `ready`, refunding its attempt.
+/// Only this executor knows its handler did not finish, so only it hands the job back: a job
+/// that finished is acknowledged instead, never handed back.
+async fn hand_back(shared: &Shared, lease: &Lease, kind: &str) {
+    match tokio::time::timeout(
+        HAND_BACK_TIMEOUT,
+        shared.queue.release(std::slice::from_ref(lease)),
+    )
+    .await
+    {
+        Ok(Ok(lost)) if lost.is_empty() => {
+            tracing::info!(job = %lease.job_id, %kind, "unfinished at shutdown; handed back")
+        }
+        Ok(Ok(_)) => {
+            tracing::warn!(job = %lease.job_id, %kind, "unfinished at shutdown; its lease was already lost")
+        }
+        Ok(Err(err)) => {
+            tracing::error!(job = %lease.job_id, %kind, error = %err, "could not hand the job back; the rescuer will")
+        }
+        Err(_) => {
+            tracing::error!(job = %lease.job_id, %kind, "handing the job back timed out; the rescuer will")
         }
     }
 }

@@ -56,6 +56,11 @@ pub enum JobError {
     /// Someone asked us to slow down. The job waits `after` and its attempt is given back.
     #[error("rate limited: {reason}")]
     RateLimited { reason: String, after: Duration },
+    /// This process cannot run the job, but another may (a worker configured for another
+    /// model version, during a switch). The job goes back at once, its attempt given back, for
+    /// a process that can; `reason` is its `last_error` meanwhile.
+    #[error("not runnable here: {reason}")]
+    Elsewhere { reason: String },
     /// Permanent: no retry can help (a corrupt file, a 4xx from an API). The job goes to `dead`
     /// with this message, which people read.
     #[error("{0:#}")]

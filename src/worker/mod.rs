@@ -11,7 +11,10 @@
 //! - the **listener** holds the LISTEN connection and reconnects when it drops.
 //!
 //! Shutdown ([`Worker::run`]'s `shutdown` future) stops claiming, lets running handlers finish
-//! within the grace period, and hands the rest back to `ready` without spending an attempt.
+//! within the grace period, and hands the rest back to `ready` without spending an attempt
+//! (only jobs whose handler did not finish: a finished one is acknowledged). Completions still
+//! waiting get one more grace period; what they cannot record then (the database is away) is
+//! left to the rescuer, so a stop never hangs.
 //! A database outage never ends the process: every loop logs, backs off and tries again.
 
 mod completer;
@@ -81,6 +84,9 @@ pub(crate) struct Shared {
     pub queue: Queue,
     pub config: WorkerConfig,
     pub inflight: Inflight,
+    /// Cancelled when shutdown's grace period is over: executors stop their handlers and hand
+    /// the jobs back.
+    pub hand_back: CancellationToken,
 }
 
 /// A worker: a queue, the handlers it runs, and how.
@@ -97,6 +103,7 @@ impl Worker {
                 queue,
                 config,
                 inflight: Inflight::default(),
+                hand_back: CancellationToken::new(),
             }),
             registry,
         }
@@ -108,7 +115,7 @@ impl Worker {
         let stop_background = CancellationToken::new();
         let tasks = TaskTracker::new();
         let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
-        let completer = tokio::spawn(completer::run(self.shared.clone(), ack_rx));
+        let mut completer = tokio::spawn(completer::run(self.shared.clone(), ack_rx));
         let heartbeat = tokio::spawn(heartbeat::run(
             self.shared.clone(),
             self.shared.config.heartbeat,
@@ -151,27 +158,23 @@ impl Worker {
         tasks.close();
         let grace = self.shared.config.shutdown_grace;
         if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
-            let unfinished = self.shared.inflight.leases();
             tracing::warn!(
-                jobs = unfinished.len(),
+                jobs = self.shared.inflight.leases().len(),
                 "grace period over; handing unfinished jobs back"
             );
-            for lease in &unfinished {
-                self.shared.inflight.stop(lease);
-            }
+            // Each executor stops its own handler and hands its job back (bounded); one whose
+            // handler finished meanwhile acknowledges it instead.
+            self.shared.hand_back.cancel();
             tasks.wait().await;
-            match self.shared.queue.release(&unfinished).await {
-                Ok(lost) if !lost.is_empty() => {
-                    tracing::warn!(jobs = lost.len(), "some leases were already lost")
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::error!(error = %err, "could not hand jobs back; the rescuer will")
-                }
-            }
         }
-        // Every executor has ended, so every sender is gone and the completer drains and exits.
-        let _ = completer.await;
+        // Every executor has ended, so every sender is gone and the completer drains and exits;
+        // during a database outage it would retry forever, so it gets one more grace period.
+        if tokio::time::timeout(grace, &mut completer).await.is_err() {
+            completer.abort();
+            tracing::error!(
+                "could not record every completion before shutdown; the rescuer will hand those jobs out again"
+            );
+        }
         stop_background.cancel();
         let _ = heartbeat.await;
         if let Some(listener) = listener {
@@ -188,10 +191,19 @@ impl Worker {
         loop {
             let mut ran = 0;
             for (kind, config) in &self.registry.kinds {
+                let filter = config
+                    .claim_filter()
+                    .await
+                    .map_err(|err| crate::queue::QueueError::Invalid(format!("{err:#}")))?;
                 let claimed = self
                     .shared
                     .queue
-                    .claim(kind, config.concurrency, &self.shared.config.worker_id)
+                    .claim_filtered(
+                        kind,
+                        config.concurrency,
+                        &self.shared.config.worker_id,
+                        filter.as_ref(),
+                    )
                     .await?;
                 ran += claimed.len();
                 let runs = claimed.into_iter().map(|job| {

@@ -29,6 +29,21 @@ pub(crate) struct Producer {
 const MAX_STREAMS: usize = 8;
 
 impl Producer {
+    /// One claim of up to `wanted` jobs, leaving what this process cannot run to others.
+    async fn claim(&self, wanted: usize) -> anyhow::Result<Vec<crate::queue::ClaimedJob>> {
+        let filter = self.config.claim_filter().await?;
+        Ok(self
+            .shared
+            .queue
+            .claim_filtered(
+                &self.kind,
+                wanted,
+                &self.shared.config.worker_id,
+                filter.as_ref(),
+            )
+            .await?)
+    }
+
     /// Runs until `stop`; jobs already handed out keep running on `tasks`.
     pub async fn run(self, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
@@ -66,19 +81,14 @@ impl Producer {
                 }
             }
             let wanted = permits.len();
-            let claimed = match self
-                .shared
-                .queue
-                .claim(&self.kind, wanted, &self.shared.config.worker_id)
-                .await
-            {
+            let claimed = match self.claim(wanted).await {
                 Ok(claimed) => {
                     wait = Duration::from_millis(50);
                     claimed
                 }
                 Err(err) => {
                     // A lost database never kills the worker: back off and try again.
-                    tracing::warn!(kind = %self.kind, error = %err, retry_in_ms = wait.as_millis() as u64, "claim failed");
+                    tracing::warn!(kind = %self.kind, error = format!("{err:#}"), retry_in_ms = wait.as_millis() as u64, "claim failed");
                     drop(permits);
                     tokio::select! {
                         () = stop.cancelled() => return,

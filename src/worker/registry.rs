@@ -1,4 +1,5 @@
-//! Which job kinds this process runs, with what handler and how many at once.
+//! Which job kinds this process runs, with what handler and how many at once, and (for kinds
+//! whose jobs not every process can run) which of them to leave to others.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -6,11 +7,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::job::{Job, JobError, Outcome};
+use crate::queue::PayloadFilter;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// A handler, type-erased so that one registry holds every kind.
 pub(crate) type HandlerFn = dyn Fn(Job) -> BoxFuture<Result<Outcome, JobError>> + Send + Sync;
+
+/// Says, right before a claim, which jobs of a kind this process must leave to others; `None`
+/// means it can run them all. Asked before every claim, so it follows changes (a model version
+/// registered while the process runs).
+pub(crate) type ClaimFilterFn =
+    dyn Fn() -> BoxFuture<Result<Option<PayloadFilter>, anyhow::Error>> + Send + Sync;
 
 /// One job kind's handler and limits.
 #[derive(Clone)]
@@ -18,6 +26,18 @@ pub(crate) struct KindConfig {
     pub handler: Arc<HandlerFn>,
     /// At most this many jobs of the kind run at once in this process.
     pub concurrency: usize,
+    /// Which jobs of the kind to leave to other processes.
+    pub filter: Option<Arc<ClaimFilterFn>>,
+}
+
+impl KindConfig {
+    /// The filter for the next claim.
+    pub async fn claim_filter(&self) -> Result<Option<PayloadFilter>, anyhow::Error> {
+        match &self.filter {
+            Some(filter) => filter().await,
+            None => Ok(None),
+        }
+    }
 }
 
 /// The handlers of a worker process, keyed by job kind.
@@ -44,8 +64,22 @@ impl Registry {
             KindConfig {
                 handler,
                 concurrency: concurrency.max(1),
+                filter: None,
             },
         );
+        self
+    }
+
+    /// Makes `kind`'s claims skip what `filter` answers (see [`ClaimFilterFn`]); `kind` must be
+    /// registered first.
+    pub fn filter_claims<F, Fut>(&mut self, kind: &str, filter: F) -> &mut Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<PayloadFilter>, anyhow::Error>> + Send + 'static,
+    {
+        if let Some(config) = self.kinds.get_mut(kind) {
+            config.filter = Some(Arc::new(move || Box::pin(filter())));
+        }
         self
     }
 

@@ -17,5 +17,6 @@ mod queue;
 mod schedule;
 mod search;
 mod security;
+mod settle;
 mod support;
 mod worker;

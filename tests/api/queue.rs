@@ -236,6 +236,31 @@ async fn max_attempts_leads_to_dead_with_the_error_history(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn every_retry_of_a_dead_job_adds_its_original_budget_and_never_overflows(pool: PgPool) {
+    let q = queue(&pool);
+    let id = enqueue(&pool, NewJob::new("flaky", json!({})).max_attempts(3)).await;
+    // Forty rounds of "it died again, a person retries it": doubling the budget each time
+    // would pass int4 after about thirty.
+    for round in 1..=40 {
+        sqlx::query(
+            "update jobs
+             set status = 'dead', attempts = max_attempts, finished_at = now()
+             where id = $1",
+        )
+        .bind(id.0)
+        .execute(&pool)
+        .await
+        .expect("dies again");
+        let retried = q
+            .retry_dead(id)
+            .await
+            .unwrap_or_else(|err| panic!("retry in round {round}: {err}"));
+        assert_eq!(retried.max_attempts - retried.attempts, 3, "round {round}");
+        assert_eq!(retried.attempts, 3 * round);
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
 async fn permanent_failure_is_dead_at_once(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("parse", json!({}))).await;
@@ -523,7 +548,7 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
         .expect("analyze");
 
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "prepare claim(text, bigint, float8, text) as {CLAIM_SQL}"
+        "prepare claim(text, bigint, float8, text, text, text[]) as {CLAIM_SQL}"
     )))
     .execute(&mut *conn)
     .await
@@ -533,11 +558,12 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
             .execute(&mut *conn)
             .await
             .expect("set plan mode");
-        let plan: serde_json::Value =
-            sqlx::query_scalar("explain (format json) execute claim('noop', 10, 60000, 'w')")
-                .fetch_one(&mut *conn)
-                .await
-                .expect("explain");
+        let plan: serde_json::Value = sqlx::query_scalar(
+            "explain (format json) execute claim('noop', 10, 60000, 'w', null, null)",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .expect("explain");
         let text = plan.to_string();
         assert!(
             text.contains("jobs_ready_idx"),

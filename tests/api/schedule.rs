@@ -163,6 +163,29 @@ async fn three_days_down_with_a_one_day_window_runs_exactly_the_firings_inside(p
     assert!(again.fired.is_empty() && again.skipped == 0);
 }
 
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_schedule_re_enabled_after_months_never_fires_older_than_its_window(pool: PgPool) {
+    // A per-minute schedule left disabled for 100 days: 144,000 missed firings, more than one
+    // pass counts, and a one-hour window.
+    let t0 = utc(2026, 1, 1, 0, 0);
+    let mut every_minute = new_schedule("every-minute", "* * * * *", "UTC");
+    every_minute.backfill_secs = 3600;
+    store::create(&pool, &every_minute, t0)
+        .await
+        .expect("create");
+    let back = t0 + Duration::days(100) + Duration::seconds(30);
+    let report = fire_due(&pool, "every-minute", back).await.expect("fire");
+    let oldest_allowed = back - Duration::hours(1);
+    assert!(
+        report.fired.iter().all(|at| *at >= oldest_allowed),
+        "fired {} firings, the oldest {:?}, older than the window start {oldest_allowed}",
+        report.fired.len(),
+        report.fired.first()
+    );
+    assert_eq!(report.fired.len(), 60, "the last hour's firings, no more");
+    assert_eq!(report.fired.last(), Some(&(t0 + Duration::days(100))));
+}
+
 /// Drives one scheduler every five minutes across `[from, to)` and returns the local dates
 /// (in `zone`) of the daily schedule's firings.
 async fn local_firing_dates(

@@ -349,6 +349,66 @@ async fn shutdown_hands_unfinished_jobs_back_without_spending_an_attempt(pool: P
 }
 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_stop_while_the_database_is_away_still_ends(pool: PgPool) {
+    let (ran_tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
+    let mut registry = Registry::new();
+    let closing = pool.clone();
+    registry.register("last", 1, move |_job| {
+        let (pool, ran_tx) = (closing.clone(), ran_tx.clone());
+        async move {
+            // The database goes away between the handler's end and its acknowledgement.
+            pool.close().await;
+            let _ = ran_tx.send(());
+            Ok(Outcome::Complete)
+        }
+    });
+    let mut cfg = config(Duration::from_secs(60));
+    cfg.listen = false;
+    cfg.shutdown_grace = Duration::from_millis(500);
+    enqueue(&pool, NewJob::new("last", json!({}))).await;
+    let (stop, handle) = start(Worker::new(
+        Queue::new(pool.clone(), Duration::from_secs(60)),
+        registry,
+        cfg,
+    ));
+    ran.recv().await.expect("the handler ran");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(15), handle)
+        .await
+        .expect("the worker stops although its completions cannot be written")
+        .expect("worker task");
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_job_this_process_cannot_run_goes_back_without_spending_an_attempt(pool: PgPool) {
+    let mut registry = Registry::new();
+    registry.register("picky", 1, |_job| async {
+        Err(JobError::Elsewhere {
+            reason: "needs a worker with another model".into(),
+        })
+    });
+    let lease = Duration::from_secs(30);
+    let worker = Worker::new(Queue::new(pool.clone(), lease), registry, config(lease));
+    let id = enqueue(&pool, NewJob::new("picky", json!({}))).await;
+    assert_eq!(worker.run_until_idle().await.expect("run"), 1);
+    assert_eq!(job_state(&pool, id).await, ("ready".to_owned(), 0, 0));
+    let (due_later, last_error): (bool, Option<String>) =
+        sqlx::query_as("select run_at > now(), last_error from jobs where id = $1")
+            .bind(id.0)
+            .fetch_one(&pool)
+            .await
+            .expect("job");
+    assert!(
+        due_later,
+        "not straight back to the process that cannot run it"
+    );
+    assert_eq!(
+        last_error.as_deref(),
+        Some("needs a worker with another model")
+    );
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
 async fn a_panicking_handler_is_retried_and_the_worker_keeps_going(pool: PgPool) {
     let mut registry = Registry::new();
     registry.register("boom", 1, |job| async move {
