@@ -162,14 +162,16 @@ impl ServeConfig {
 
     /// The HTTP checks and bounds of this server.
     pub fn guard(&self) -> Result<crate::http::Guard, ConfigError> {
-        Ok(crate::http::Guard {
-            hosts: self.http.hosts()?,
-        })
+        Ok(crate::http::Guard::new(
+            self.http.hosts()?,
+            Duration::from_secs(self.http.request_timeout_secs.max(1)),
+            self.http.upload_concurrency,
+        ))
     }
 }
 
 /// Who the HTTP server answers, and how much it takes on at once.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct HttpSettings {
     /// The URL people open docket at when it is behind a reverse proxy (e.g.
     /// https://docket.example.com): its host is accepted in `Host` and its origin may change things.
@@ -180,6 +182,25 @@ pub struct HttpSettings {
     /// always accepted).
     #[arg(long, env = "DOCKET_ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
+
+    /// Seconds one API request may take, an upload's body included (408 after).
+    #[arg(long, env = "DOCKET_REQUEST_TIMEOUT_SECS", default_value_t = 300)]
+    pub request_timeout_secs: u64,
+
+    /// Uploads read and stored at once; more wait their turn.
+    #[arg(long, env = "DOCKET_UPLOAD_CONCURRENCY", default_value_t = 4)]
+    pub upload_concurrency: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            public_url: None,
+            allowed_hosts: Vec::new(),
+            request_timeout_secs: 300,
+            upload_concurrency: 4,
+        }
+    }
 }
 
 impl HttpSettings {

@@ -142,7 +142,21 @@ pub(crate) fn classify(failure: Failure<'_>) -> EmbedError {
             body,
         } => {
             let message = format!("HTTP {status}: {}", provider_message(body));
-            let retry_after = retry_after_from(headers, SystemTime::now());
+            let retry_after = match retry_after_from(headers, SystemTime::now()) {
+                ServerSays::Nothing => None,
+                ServerSays::Wait(wait) => Some(wait),
+                ServerSays::Absurd(raw) => {
+                    // Not believed: a pause that long would stop every embedding and vector
+                    // search of the process. The job retries later, spending an attempt.
+                    return EmbedError::Transient {
+                        message: format!(
+                            "{message} (the provider asked to wait {raw}, more than the {} s docket believes)",
+                            MAX_RETRY_AFTER.as_secs()
+                        ),
+                        retry_after: Some(MAX_RETRY_AFTER),
+                    };
+                }
+            };
             if status == StatusCode::TOO_MANY_REQUESTS {
                 EmbedError::RateLimited {
                     retry_after,
@@ -199,48 +213,91 @@ fn error_chain(error: &reqwest::Error) -> String {
     message
 }
 
+/// The longest wait a provider is believed about. A longer `Retry-After` (or reset) is a bug or
+/// an attack on our side of the contract: honouring it would pause the process-wide limiter,
+/// and with it every embedding and vector search, for as long as it says (decades, or a panic
+/// for values no `Duration` holds).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// What a failed answer says about when to come back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerSays {
+    Nothing,
+    /// A wait no longer than [`MAX_RETRY_AFTER`].
+    Wait(Duration),
+    /// A wait longer than [`MAX_RETRY_AFTER`], as the header said it.
+    Absurd(String),
+}
+
 /// When the provider asked us to come back.
 ///
 /// An explicit `retry-after-ms` or `Retry-After` (seconds or HTTP date) wins. Otherwise the
 /// OpenAI reset headers are used: the reset of whichever limit reports zero remaining, or the
-/// later of the two resets when neither says.
-pub(crate) fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+/// later of the two resets when neither says. Negative and unparsable values are ignored; waits
+/// past [`MAX_RETRY_AFTER`] are [`ServerSays::Absurd`].
+pub(crate) fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> ServerSays {
     let text = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
+    let judged = |seconds: f64, raw: &str| {
+        if seconds > MAX_RETRY_AFTER.as_secs_f64() {
+            ServerSays::Absurd(raw.to_owned())
+        } else {
+            ServerSays::Wait(Duration::from_secs_f64(seconds.max(0.0)))
+        }
+    };
+    if let Some(raw) = text("retry-after-ms")
+        && let Ok(ms) = raw.parse::<f64>()
+        && !ms.is_nan()
         && ms >= 0.0
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return judged(ms / 1000.0, &format!("{raw} ms"));
     }
     if let Some(value) = text("retry-after") {
-        if let Ok(seconds) = value.parse::<u64>() {
-            return Some(Duration::from_secs(seconds));
+        if let Ok(seconds) = value.parse::<f64>()
+            && !seconds.is_nan()
+            && seconds >= 0.0
+        {
+            return judged(seconds, &format!("{value} s"));
         }
         if let Ok(date) = chrono::DateTime::parse_from_rfc2822(value) {
             let at = SystemTime::from(date);
-            return Some(at.duration_since(now).unwrap_or(Duration::ZERO));
+            let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+            return judged(wait.as_secs_f64(), value);
         }
     }
     let reset = |kind: &str| {
-        let reset = text(&format!("x-ratelimit-reset-{kind}")).and_then(parse_go_duration)?;
+        let raw = text(&format!("x-ratelimit-reset-{kind}"))?;
+        let seconds = go_duration_seconds(raw)?;
         let exhausted = text(&format!("x-ratelimit-remaining-{kind}")) == Some("0");
-        Some((reset, exhausted))
+        Some((seconds, raw, exhausted))
     };
-    let resets: Vec<(Duration, bool)> = [reset("requests"), reset("tokens")]
+    let resets: Vec<(f64, &str, bool)> = [reset("requests"), reset("tokens")]
         .into_iter()
         .flatten()
         .collect();
-    let exhausted = resets.iter().filter(|(_, e)| *e).map(|(d, _)| *d).max();
-    exhausted.or_else(|| resets.iter().map(|(d, _)| *d).max())
+    let latest = |exhausted_only: bool| {
+        resets
+            .iter()
+            .filter(|(_, _, exhausted)| *exhausted || !exhausted_only)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    match latest(true).or_else(|| latest(false)) {
+        Some((seconds, raw, _)) => judged(*seconds, raw),
+        None => ServerSays::Nothing,
+    }
 }
 
 /// Parses a Go-style duration as OpenAI sends it: `20ms`, `1s`, `6m0s`, `1.5s`, `1h2m3s`.
 pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    Duration::try_from_secs_f64(go_duration_seconds(text)?).ok()
+}
+
+/// The seconds a Go-style duration names, however many (possibly infinite).
+fn go_duration_seconds(text: &str) -> Option<f64> {
     let mut rest = text.trim();
     if rest.is_empty() {
         return None;
@@ -267,7 +324,7 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         rest = &rest[unit_len..];
         total += number * seconds_per_unit;
     }
-    Duration::try_from_secs_f64(total).ok()
+    Some(total)
 }
 
 /// Formats a duration the way [`parse_go_duration`] reads it (`345ms`, `1.5s`, `6m0s`).
@@ -298,6 +355,43 @@ mod tests {
         map
     }
 
+    fn wait(ms: u64) -> ServerSays {
+        ServerSays::Wait(Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn absurd_waits_are_not_believed_and_never_panic() {
+        let rate_limited = |pairs: &[(&'static str, &str)]| {
+            classify(Failure::Status {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                headers: &headers(pairs),
+                body: "slow down",
+            })
+        };
+        for pairs in [
+            &[("retry-after-ms", "1e300")][..],
+            &[("retry-after-ms", "inf")],
+            &[("retry-after", "999999999")],
+            &[("retry-after", "Fri, 01 Jan 2100 00:00:00 GMT")],
+            &[
+                ("x-ratelimit-reset-requests", "999999999h"),
+                ("x-ratelimit-remaining-requests", "0"),
+            ],
+        ] {
+            let error = rate_limited(pairs);
+            assert!(
+                !error.is_rate_limited() && !error.is_permanent(),
+                "{pairs:?}: a transient error that pauses nobody, got {error:?}"
+            );
+            assert_eq!(error.retry_after(), Some(MAX_RETRY_AFTER), "{pairs:?}");
+        }
+        let sane = rate_limited(&[("retry-after", "120")]);
+        assert!(sane.is_rate_limited());
+        assert_eq!(sane.retry_after(), Some(Duration::from_secs(120)));
+        let negative = rate_limited(&[("retry-after-ms", "-5")]);
+        assert_eq!(negative.retry_after(), None);
+    }
+
     #[test]
     fn go_durations_parse_as_openai_sends_them() {
         assert_eq!(parse_go_duration("20ms"), Some(Duration::from_millis(20)));
@@ -322,12 +416,12 @@ mod tests {
     fn retry_after_reads_seconds_and_http_dates() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470);
         let secs = headers(&[("retry-after", "7")]);
-        assert_eq!(retry_after_from(&secs, now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after_from(&secs, now), wait(7_000));
         // 1 445 412 480 is Wed, 21 Oct 2015 07:28:00 GMT.
         let date = headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]);
-        assert_eq!(retry_after_from(&date, now), Some(Duration::from_secs(10)));
+        assert_eq!(retry_after_from(&date, now), wait(10_000));
         let past = headers(&[("retry-after", "Wed, 21 Oct 2015 07:00:00 GMT")]);
-        assert_eq!(retry_after_from(&past, now), Some(Duration::ZERO));
+        assert_eq!(retry_after_from(&past, now), wait(0));
     }
 
     #[test]
@@ -339,21 +433,18 @@ mod tests {
             ("x-ratelimit-reset-tokens", "20ms"),
             ("x-ratelimit-remaining-tokens", "0"),
         ]);
-        assert_eq!(retry_after_from(&map, now), Some(Duration::from_millis(20)));
+        assert_eq!(retry_after_from(&map, now), wait(20));
         let neither = headers(&[
             ("x-ratelimit-reset-requests", "2s"),
             ("x-ratelimit-reset-tokens", "20ms"),
         ]);
-        assert_eq!(
-            retry_after_from(&neither, now),
-            Some(Duration::from_secs(2))
-        );
+        assert_eq!(retry_after_from(&neither, now), wait(2_000));
         let explicit = headers(&[("retry-after", "1"), ("x-ratelimit-reset-tokens", "9s")]);
+        assert_eq!(retry_after_from(&explicit, now), wait(1_000));
         assert_eq!(
-            retry_after_from(&explicit, now),
-            Some(Duration::from_secs(1))
+            retry_after_from(&HeaderMap::new(), now),
+            ServerSays::Nothing
         );
-        assert_eq!(retry_after_from(&HeaderMap::new(), now), None);
     }
 
     #[test]

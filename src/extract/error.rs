@@ -39,6 +39,13 @@ pub enum ExtractError {
         /// What the parser said, in a few words.
         reason: String,
     },
+    /// The document is beyond what docket parses: too large, too many elements or nested too
+    /// deep (limits that keep a hostile file from taking the worker down).
+    #[error("the document is too large or complex to read: {reason}")]
+    TooComplex {
+        /// Which limit, in a few words.
+        reason: String,
+    },
     /// Every extractor ran past its time limit.
     #[error("extraction timed out")]
     Timeout,
@@ -64,6 +71,7 @@ impl ExtractError {
             ExtractError::PdfEncrypted => "pdf_encrypted",
             ExtractError::NoTextLayer => "no_text_layer",
             ExtractError::PdfMalformed { .. } => "pdf_malformed",
+            ExtractError::TooComplex { .. } => "document_too_complex",
             ExtractError::Timeout => "extraction_timeout",
             ExtractError::OutOfMemory => "extraction_out_of_memory",
             ExtractError::Internal { .. } => "extraction_failed",

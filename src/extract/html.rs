@@ -5,6 +5,13 @@
 //! table rows, …) become paragraphs separated by blank lines; whitespace inside a paragraph is
 //! collapsed as a browser does, except inside `<pre>`, whose lines are kept. The tree is walked
 //! iteratively, so deeply nested markup cannot overflow the stack.
+//!
+//! The parser runs in the worker process, so the markup is measured before it is parsed
+//! ([`check_bounds`]): at most [`MAX_HTML_BYTES`], [`MAX_ELEMENTS`] elements and an estimated
+//! nesting of [`MAX_DEPTH`]. The tree costs a few hundred bytes per element, and the HTML5
+//! tree builder scans its stack of open elements for many tags, so tens of MB of `<p>` or
+//! 200,000 nested elements would cost gigabytes or hours; past a limit the document fails with
+//! a readable reason instead. Browsers stop nesting at a similar depth (Chromium at 512).
 
 use ego_tree::iter::Edge;
 use scraper::{Html, Node};
@@ -67,9 +74,104 @@ const BLOCKS: &[&str] = &[
     "ul",
 ];
 
+/// The largest HTML document parsed, in bytes of decoded text.
+pub const MAX_HTML_BYTES: usize = 32 << 20;
+/// The most elements (start tags) an HTML document may have.
+pub const MAX_ELEMENTS: usize = 250_000;
+/// The deepest estimated nesting of elements.
+pub const MAX_DEPTH: usize = 512;
+
+/// Elements that never have content.
+const VOID: &[&str] = &[
+    "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image", "img",
+    "input", "keygen", "link", "meta", "param", "source", "track", "wbr",
+];
+
+/// Elements a parser closes by itself when the next one of their kind (or their parent's end)
+/// comes: left unclosed, they do not nest.
+const SELF_CLOSING: &[&str] = &[
+    "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "rb", "rt", "rp", "rtc",
+    "thead", "tbody", "tfoot", "colgroup", "caption",
+];
+
+/// Elements whose content is text up to their end tag, never markup.
+const RAW_TEXT: &[&str] = &[
+    "script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
+];
+
+/// Measures the markup before it is parsed (see the module documentation). The scan is a
+/// tokenizer's rough cut, in one pass: tags are counted, and nesting is estimated from start
+/// tags minus end tags, leaving out void and self-closing elements, comments and the content of
+/// raw-text elements.
+pub fn check_bounds(source: &str) -> Result<(), ExtractError> {
+    let too = |reason: String| Err(ExtractError::TooComplex { reason });
+    if source.len() > MAX_HTML_BYTES {
+        return too(format!(
+            "the HTML is {} MiB; docket reads at most {} MiB",
+            source.len() >> 20,
+            MAX_HTML_BYTES >> 20
+        ));
+    }
+    let bytes = source.as_bytes();
+    let (mut at, mut elements, mut depth, mut deepest) = (0usize, 0usize, 0usize, 0usize);
+    while let Some(offset) = bytes[at..].iter().position(|&b| b == b'<') {
+        let open = at + offset;
+        let rest = &bytes[open + 1..];
+        if rest.starts_with(b"!--") {
+            at = find(&rest[3..], b"-->").map_or(bytes.len(), |end| open + 4 + end + 3);
+            continue;
+        }
+        let closing = rest.first() == Some(&b'/');
+        let name_start = usize::from(closing);
+        let name_len = rest[name_start..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        if name_len == 0 || !rest[name_start].is_ascii_alphabetic() {
+            // Not a tag ("a < b", a doctype): text goes on right after the '<'.
+            at = open + 1;
+            continue;
+        }
+        // An unterminated tag runs to the end of the text, as the tokenizer reads it.
+        let tag_end = find(rest, b">").map_or(bytes.len(), |end| open + 1 + end + 1);
+        at = tag_end;
+        let name =
+            source[open + 1 + name_start..open + 1 + name_start + name_len].to_ascii_lowercase();
+        let nests = !VOID.contains(&name.as_str()) && !SELF_CLOSING.contains(&name.as_str());
+        if closing {
+            if nests {
+                depth = depth.saturating_sub(1);
+            }
+            continue;
+        }
+        elements += 1;
+        if elements > MAX_ELEMENTS {
+            return too(format!("the HTML has more than {MAX_ELEMENTS} elements"));
+        }
+        if RAW_TEXT.contains(&name.as_str()) {
+            let end_tag = format!("</{name}");
+            let lower_rest = &bytes[at..];
+            at += find_ignoring_case(lower_rest, end_tag.as_bytes()).unwrap_or(lower_rest.len());
+            continue;
+        }
+        let self_closed = tag_end >= 2 && bytes.get(tag_end - 2) == Some(&b'/');
+        if nests && !self_closed {
+            depth += 1;
+            deepest = deepest.max(depth);
+            if deepest > MAX_DEPTH {
+                return too(format!(
+                    "the HTML nests elements more than {MAX_DEPTH} deep"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Extracts the visible text of an HTML document as one page.
 pub fn extract_html(bytes: &[u8], sniffed: &Sniffed) -> Result<Vec<Page>, ExtractError> {
     let source = decode(bytes, sniffed.encoding);
+    check_bounds(&source)?;
     let document = Html::parse_document(&source);
     let mut out = TextBuilder::default();
     // Depth of hidden ancestors: text is dropped while it is above zero.
@@ -289,6 +391,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+fn find_ignoring_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +449,53 @@ mod tests {
         };
         let err = extract_html(b"<html><script>x()</script></html>", &sniffed).unwrap_err();
         assert_eq!(err, ExtractError::NoText);
+    }
+
+    fn bounded(source: &str) -> Result<Vec<Page>, ExtractError> {
+        let sniffed = Sniffed {
+            kind: DocKind::Html,
+            encoding: Some(encoding_rs::UTF_8),
+            content_type: "text/html",
+        };
+        extract_html(source.as_bytes(), &sniffed)
+    }
+
+    #[test]
+    fn deep_nesting_and_floods_of_elements_fail_with_a_reason_before_parsing() {
+        let nested = format!(
+            "<body>{}deep{}</body>",
+            "<div>".repeat(5_000),
+            "</div>".repeat(5_000)
+        );
+        let err = bounded(&nested).unwrap_err();
+        assert_eq!(err.code(), "document_too_complex");
+        assert!(err.to_string().contains("512 deep"), "{err}");
+        let unclosed_bold: String = (0..2_000).map(|i| format!("<b id={i}>x")).collect();
+        assert_eq!(
+            bounded(&unclosed_bold).unwrap_err().code(),
+            "document_too_complex"
+        );
+        let flood = format!("<body>{}</body>", "<p>x".repeat(300_000));
+        let err = bounded(&flood).unwrap_err();
+        assert!(err.to_string().contains("elements"), "{err}");
+    }
+
+    #[test]
+    fn ordinary_markup_is_within_the_bounds() {
+        // Unclosed paragraphs and list items, void elements, scripts full of tags, comments.
+        let mut page = String::from("<!doctype html><html><head><meta charset=utf-8>");
+        page.push_str("<script>let s = '<div><div><div>'; if (a<b) {}</script>");
+        page.push_str("<!-- <div><div> --></head><body>");
+        for i in 0..2_000 {
+            page.push_str(&format!(
+                "<div><p>para {i}<br><img src=x.png><ul><li>a<li>b</ul></div>"
+            ));
+        }
+        page.push_str("</body></html>");
+        assert!(check_bounds(&page).is_ok());
+        let text = bounded(&page).expect("extracts").remove(0).text;
+        assert!(text.contains("para 1999"));
+        assert!(!text.contains("let s"));
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl ApiError {
         }
     }
 
-    fn parts(&self) -> (StatusCode, &'static str) {
+    pub(crate) fn parts(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),

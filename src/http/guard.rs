@@ -17,7 +17,7 @@
 //!   with a cross-origin POST, PUT, PATCH or DELETE.
 //!
 //! Both refusals are 403 with the JSON error format. The checks run before authentication and
-//! before any handler, on every route.
+//! before any handler, on every route. [`time_limit`] bounds how long an `/api` request may take.
 
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -196,6 +196,20 @@ pub async fn check(
         }
     }
     Ok(next.run(request).await)
+}
+
+/// Answers 408 when the request takes longer than the request timeout: a client that sends
+/// its upload a byte a minute must not hold an upload slot, or a connection's worth of
+/// memory, for ever.
+pub async fn time_limit(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let limit = state.guard.request_timeout;
+    tokio::time::timeout(limit, next.run(request))
+        .await
+        .map_err(|_| ApiError::Timeout(limit.as_secs()))
 }
 
 #[cfg(test)]

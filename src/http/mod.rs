@@ -19,9 +19,11 @@ mod models;
 mod page;
 pub mod schedules;
 mod search;
+mod upload;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -54,10 +56,33 @@ pub struct AppState {
 }
 
 /// The checks and bounds every request runs under, beside the bearer token.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Guard {
     /// The names and origin docket is served under ([`guard`]).
     pub hosts: guard::HostPolicy,
+    /// How long one `/api` request may take, reading an upload's body included (408 after).
+    /// The event stream is long-lived by design and exempt.
+    pub request_timeout: Duration,
+    /// Uploads read and stored at once; more wait their turn. With the per-request byte limit
+    /// this bounds the memory all uploads take together.
+    pub upload_slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl Guard {
+    /// Loopback names only, a five-minute request timeout, four uploads at once.
+    pub fn new(hosts: guard::HostPolicy, request_timeout: Duration, uploads: usize) -> Self {
+        Self {
+            hosts,
+            request_timeout,
+            upload_slots: Arc::new(tokio::sync::Semaphore::new(uploads.max(1))),
+        }
+    }
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Self::new(guard::HostPolicy::default(), Duration::from_secs(300), 4)
+    }
 }
 
 /// JSON bodies (not uploads) are small: job payloads are references.
@@ -74,7 +99,7 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/documents",
             get(documents::list)
-                .post(documents::upload)
+                .post(upload::upload)
                 // Uploads stream with a per-file limit of their own (DOCKET_MAX_UPLOAD_BYTES).
                 .layer(DefaultBodyLimit::disable()),
         )
@@ -97,6 +122,10 @@ pub fn router(state: AppState) -> Router {
         .route("/search", get(search::search))
         .route("/info", get(search::info))
         .fallback(api_not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::time_limit,
+        ))
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

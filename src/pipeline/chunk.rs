@@ -16,8 +16,18 @@
 //! `overlap_tokens`, cut at a word boundary) so a sentence split across chunks is still found
 //! whole by one of them. A page break always ends a chunk and no overlap is carried across it,
 //! so a chunk's `page` is the page all of its text comes from (a short page gives a short
-//! chunk; citing the wrong page would be worse). The text keeps the source's own spacing, so CJK
-//! text gains no spaces; paragraphs inside a chunk are separated by a blank line.
+//! chunk; citing the wrong page would be worse). Paragraphs inside a chunk are separated by a
+//! blank line.
+//!
+//! Whitespace is normalised first: a run of spaces and tabs becomes one space, a line break stays
+//! one, and a run holding a blank line becomes one blank line. Whitespace costs no tokens, so
+//! without this "a", 30 MB of spaces and "b" would be one chunk that every search hit carries.
+//! No space is ever added, so CJK text gains none. Chunks are bounded in bytes as well as tokens
+//! ([`ChunkConfig::max_bytes`]), for text a counter finds cheap (one enormous word is a single
+//! unknown token to some tokenizers).
+//!
+//! Linear in the input: every cut is found by looking only at the text it cuts off (a search that
+//! doubles, then bisects, inside one enormous word), never at the rest of the page.
 
 use sha2::{Digest, Sha256};
 
@@ -31,6 +41,18 @@ pub struct ChunkConfig {
     /// How many tokens from the end of a chunk are repeated at the start of the next; at most
     /// half of `target_tokens` is used.
     pub overlap_tokens: usize,
+}
+
+/// The most bytes a chunk may hold per token of its target: far above what prose takes (about
+/// 5 bytes a token in English, 9 in Cyrillic, 3 to 12 in CJK and Thai scripts), so it only binds
+/// on text a counter finds cheap.
+pub const MAX_BYTES_PER_TOKEN: usize = 16;
+
+impl ChunkConfig {
+    /// The most bytes of text one chunk holds.
+    pub fn max_bytes(&self) -> usize {
+        self.target_tokens.max(1) * MAX_BYTES_PER_TOKEN
+    }
 }
 
 impl Default for ChunkConfig {
@@ -94,9 +116,21 @@ pub struct Chunk {
 pub fn chunk_pages(pages: &[Page], cfg: &ChunkConfig, counter: &dyn TokenCounter) -> Vec<Chunk> {
     let target = cfg.target_tokens.max(1);
     let overlap = cfg.overlap_tokens.min(target / 2);
-    // Every piece fits in a chunk next to a full overlap.
-    let piece_budget = (target - overlap).max(1);
-    let pieces = split_into_pieces(pages, piece_budget, counter);
+    let max_bytes = cfg.max_bytes();
+    let bounds = Bounds {
+        // Every piece fits in a chunk next to a full overlap (and the blank line between).
+        tokens: (target - overlap).max(1),
+        bytes: max_bytes - overlap * MAX_BYTES_PER_TOKEN - 2,
+        tail_bytes: overlap * MAX_BYTES_PER_TOKEN,
+    };
+    let pages: Vec<Page> = pages
+        .iter()
+        .map(|page| Page {
+            number: page.number,
+            text: normalise_whitespace(&page.text),
+        })
+        .collect();
+    let pieces = split_into_pieces(&pages, &bounds, counter);
 
     let mut chunks = Vec::new();
     let mut builder = Builder::default();
@@ -111,11 +145,12 @@ pub fn chunk_pages(pages: &[Page], cfg: &ChunkConfig, counter: &dyn TokenCounter
             }
             builder = Builder::default();
         }
-        let full = builder.tokens + piece.tokens > target;
+        let full = builder.tokens + piece.tokens > target
+            || builder.raw.len() + 2 + piece.text.len() > max_bytes;
         // A long paragraph starts a fresh chunk rather than filling the end of a half-full one.
         let long_paragraph_ahead = piece.opens_split_paragraph && builder.new_tokens * 2 >= target;
         if builder.has_new() && (full || long_paragraph_ahead) {
-            let tail = builder.tail(overlap, counter);
+            let tail = builder.tail(overlap, bounds.tail_bytes, counter);
             if let Some(chunk) = builder.finish(chunks.len(), counter) {
                 chunks.push(chunk);
             }
@@ -127,6 +162,42 @@ pub fn chunk_pages(pages: &[Page], cfg: &ChunkConfig, counter: &dyn TokenCounter
         chunks.extend(builder.finish(chunks.len(), counter));
     }
     chunks
+}
+
+/// How big a piece and a carried tail may be.
+struct Bounds {
+    /// Tokens of one piece.
+    tokens: usize,
+    /// Bytes of one piece.
+    bytes: usize,
+    /// Bytes of the overlap carried into the next chunk.
+    tail_bytes: usize,
+}
+
+/// Runs of whitespace become one space, one line break, or one blank line (see the module
+/// documentation); leading and trailing whitespace goes.
+fn normalise_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(1 << 20));
+    let mut in_space = false;
+    let mut line_breaks = 0usize;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            in_space = true;
+            line_breaks += usize::from(c == '\n');
+            continue;
+        }
+        if in_space && !out.is_empty() {
+            out.push_str(match line_breaks {
+                0 => " ",
+                1 => "\n",
+                _ => "\n\n",
+            });
+        }
+        in_space = false;
+        line_breaks = 0;
+        out.push(c);
+    }
+    out
 }
 
 /// A run of source text that is never cut further: a paragraph, a sentence, or a slice of an
@@ -143,14 +214,16 @@ struct Piece<'a> {
 
 fn split_into_pieces<'a>(
     pages: &'a [Page],
-    budget: usize,
+    bounds: &Bounds,
     counter: &dyn TokenCounter,
 ) -> Vec<Piece<'a>> {
+    let budget = bounds.tokens;
+    let fits = |text: &str, tokens: usize| tokens <= budget && text.len() <= bounds.bytes;
     let mut pieces = Vec::new();
     for page in pages {
         for paragraph in paragraphs(&page.text) {
             let tokens = counter.count(paragraph);
-            if tokens <= budget {
+            if fits(paragraph, tokens) {
                 pieces.push(Piece {
                     page: page.number,
                     text: paragraph,
@@ -163,7 +236,7 @@ fn split_into_pieces<'a>(
             let first = pieces.len();
             for sentence in sentences(paragraph) {
                 let tokens = counter.count(sentence);
-                if tokens <= budget {
+                if fits(sentence, tokens) {
                     pieces.push(Piece {
                         page: page.number,
                         text: sentence,
@@ -173,7 +246,7 @@ fn split_into_pieces<'a>(
                     });
                     continue;
                 }
-                for slice in hard_split(sentence, budget, counter) {
+                for slice in hard_split(sentence, bounds, counter) {
                     pieces.push(Piece {
                         page: page.number,
                         text: slice,
@@ -254,9 +327,9 @@ fn sentences(paragraph: &str) -> Vec<&str> {
     out
 }
 
-/// Slices of an overlong sentence, cut between words (or CJK characters), each within
-/// `budget` tokens when the words allow it.
-fn hard_split<'a>(sentence: &'a str, budget: usize, counter: &dyn TokenCounter) -> Vec<&'a str> {
+/// Slices of an overlong sentence, cut between words (or CJK characters), each within the
+/// piece bounds when the words allow it.
+fn hard_split<'a>(sentence: &'a str, bounds: &Bounds, counter: &dyn TokenCounter) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut tokens = 0;
@@ -265,16 +338,17 @@ fn hard_split<'a>(sentence: &'a str, budget: usize, counter: &dyn TokenCounter) 
         let atom_end = atoms.get(i + 1).copied().unwrap_or(sentence.len());
         let atom = &sentence[atom_start..atom_end];
         let atom_tokens = counter.count(atom);
-        if atom_tokens > budget {
+        if atom_tokens > bounds.tokens || atom.len() > bounds.bytes {
             if atom_start > start {
                 out.push(&sentence[start..atom_start]);
             }
-            out.extend(split_word(atom, budget, counter));
+            out.extend(split_word(atom, bounds.tokens, bounds.bytes, counter));
             start = atom_end;
             tokens = 0;
             continue;
         }
-        if tokens + atom_tokens > budget && atom_start > start {
+        let over = tokens + atom_tokens > bounds.tokens || atom_end - start > bounds.bytes;
+        if over && atom_start > start {
             out.push(&sentence[start..atom_start]);
             start = atom_start;
             tokens = 0;
@@ -287,25 +361,71 @@ fn hard_split<'a>(sentence: &'a str, budget: usize, counter: &dyn TokenCounter) 
     out
 }
 
-/// Cuts one enormous word into slices of at most `budget` tokens, finding each cut by binary
-/// search over character boundaries (the counter may not be additive).
-fn split_word<'a>(word: &'a str, budget: usize, counter: &dyn TokenCounter) -> Vec<&'a str> {
+/// Cuts one enormous word into slices of at most `budget` tokens and `max_bytes` bytes (at
+/// least one character each, so progress is certain).
+///
+/// The counter may not be additive, so each cut is searched for: the prefix length doubles
+/// until it no longer fits, then the last step is bisected. Only prefixes up to twice the
+/// slice are counted, so the word costs about its own length times a logarithm; searching
+/// over the whole rest of the word for every slice was quadratic (minutes on a 10 MB word).
+fn split_word<'a>(
+    word: &'a str,
+    budget: usize,
+    max_bytes: usize,
+    counter: &dyn TokenCounter,
+) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut rest = word;
     while !rest.is_empty() {
-        let bounds: Vec<usize> = rest
-            .char_indices()
-            .map(|(i, _)| i)
-            .skip(1)
-            .chain([rest.len()])
-            .collect();
-        // The longest prefix within budget; at least one character so progress is certain.
-        let fits = bounds.partition_point(|&end| counter.count(&rest[..end]) <= budget);
-        let cut = bounds[fits.saturating_sub(1).min(bounds.len() - 1)];
-        out.push(&rest[..cut]);
-        rest = &rest[cut..];
+        let fits = |end: usize| end <= max_bytes && counter.count(&rest[..end]) <= budget;
+        let mut good = ceil_boundary(rest, 1);
+        let mut step = good;
+        let mut bad = None;
+        while good < rest.len() {
+            let candidate = ceil_boundary(rest, good + step);
+            if fits(candidate) {
+                good = candidate;
+                step *= 2;
+            } else {
+                bad = Some(candidate);
+                break;
+            }
+        }
+        if let Some(mut bad) = bad {
+            loop {
+                let mid = floor_boundary(rest, good + (bad - good) / 2);
+                if mid <= good {
+                    break;
+                }
+                if fits(mid) {
+                    good = mid;
+                } else {
+                    bad = mid;
+                }
+            }
+        }
+        out.push(&rest[..good]);
+        rest = &rest[good..];
     }
     out
+}
+
+/// The first character boundary at or after `at` (the end of `text` at most).
+fn ceil_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
+/// The last character boundary at or before `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// Byte offsets where a word or a CJK character starts; whitespace belongs to the atom before.
@@ -373,9 +493,14 @@ impl Builder {
         self.new_pieces += 1;
     }
 
-    /// The end of the text, at most `overlap` tokens, starting at a word boundary, with the
-    /// page it starts on.
-    fn tail(&self, overlap: usize, counter: &dyn TokenCounter) -> Option<(String, u32)> {
+    /// The end of the text, at most `overlap` tokens and `max_bytes` bytes, starting at a word
+    /// boundary, with the page it starts on.
+    fn tail(
+        &self,
+        overlap: usize,
+        max_bytes: usize,
+        counter: &dyn TokenCounter,
+    ) -> Option<(String, u32)> {
         if overlap == 0 {
             return None;
         }
@@ -385,7 +510,7 @@ impl Builder {
             if candidate.trim().is_empty() {
                 continue;
             }
-            if counter.count(candidate) > overlap {
+            if candidate.len() > max_bytes || counter.count(candidate) > overlap {
                 break;
             }
             best = Some(start);
@@ -640,6 +765,78 @@ mod tests {
         let second = chunk_pages(&pages, &cfg(25, 5), &ApproxTokens);
         assert_eq!(first, second);
         assert!(first.len() > 3);
+    }
+
+    /// Counts like [`ApproxTokens`] and adds up how many bytes it was asked to look at: the
+    /// work chunking does, measured without a clock.
+    #[derive(Default)]
+    struct Metered {
+        bytes: std::cell::Cell<usize>,
+    }
+    impl TokenCounter for Metered {
+        fn count(&self, text: &str) -> usize {
+            self.bytes.set(self.bytes.get() + text.len());
+            ApproxTokens.count(text)
+        }
+    }
+
+    /// Says every text is one token, as a tokenizer does for a word it does not know.
+    struct OneToken;
+    impl TokenCounter for OneToken {
+        fn count(&self, _text: &str) -> usize {
+            1
+        }
+    }
+
+    #[test]
+    fn chunking_one_enormous_word_is_linear_in_its_length() {
+        let work = |mib: usize| {
+            let word = "x".repeat(mib << 20);
+            let counter = Metered::default();
+            let chunks = chunk_pages(&[page(1, &word)], &ChunkConfig::default(), &counter);
+            assert!(chunks.iter().all(|c| c.token_count <= 200));
+            counter.bytes.get()
+        };
+        let (one, two) = (work(1), work(2));
+        let ratio = two as f64 / one as f64;
+        assert!(
+            ratio < 2.3,
+            "2 MiB cost {ratio:.2} times the work of 1 MiB ({one} and {two} bytes counted): not linear"
+        );
+    }
+
+    #[test]
+    fn a_run_of_whitespace_is_one_space_and_costs_no_chunk() {
+        let text = format!("a{}b", " ".repeat(1 << 20));
+        let chunks = chunk_pages(&[page(1, &text)], &ChunkConfig::default(), &ApproxTokens);
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, vec!["a b"]);
+        let chunks = chunk_pages(
+            &[page(1, "one \t two\r\n  three\n \n\n\t four  ")],
+            &ChunkConfig::default(),
+            &ApproxTokens,
+        );
+        assert_eq!(chunks[0].text, "one two\nthree\n\nfour");
+    }
+
+    #[test]
+    fn chunks_are_bounded_in_bytes_when_tokens_are_cheap() {
+        let text = words("w", 100_000);
+        let cfg = ChunkConfig::default();
+        let chunks = chunk_pages(&[page(1, &text)], &cfg, &OneToken);
+        assert!(chunks.len() > 100, "{} chunks", chunks.len());
+        for chunk in &chunks {
+            assert!(
+                chunk.text.len() <= cfg.max_bytes(),
+                "{} bytes",
+                chunk.text.len()
+            );
+        }
+        let blob = "é".repeat(100_000);
+        let chunks = chunk_pages(&[page(1, &blob)], &cfg, &OneToken);
+        assert!(chunks.iter().all(|c| c.text.len() <= cfg.max_bytes()));
+        let rejoined: String = chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(rejoined, blob);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! The extract step: a document's bytes become pages of text, then chunks; the chunks with
 //! their keyword postings, the document's new status and the embed job commit together with
 //! this job's completion.
+//!
+//! Each part has a deadline (`DOCKET_EXTRACT_TIMEOUT_SECS`): PDFs in their child processes,
+//! text and HTML parsing and chunking here; past it the document fails with
+//! `extraction_timeout` and the job ends, so a hostile file cannot hold a lease for hours.
 
 use std::sync::Arc;
 
@@ -10,7 +14,7 @@ use super::Pipeline;
 use super::chunk::{Chunk, chunk_pages};
 use crate::analysis::ANALYZER_VERSION;
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB, EXTRACT_JOB};
-use crate::extract::{self, ExtractError};
+use crate::extract::{self, DocKind, ExtractError};
 use crate::queue::{self, NewJob};
 use crate::search::index::{self, ChunkTerms};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
@@ -36,8 +40,18 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .retryable()?;
     drop(conn);
 
+    // PDFs run in child processes that are killed at their own deadline; everything else is
+    // parsed in this process, under the same deadline.
+    let deadline = pipeline.pdf.timeout;
     let extracted = match extract::sniff(&bytes, &document.filename) {
-        Ok(sniffed) => extract::extract(&bytes, &sniffed, &pipeline.pdf).await,
+        Ok(sniffed) if sniffed.kind == DocKind::Pdf => {
+            extract::extract(&bytes, &sniffed, &pipeline.pdf).await
+        }
+        Ok(sniffed) => {
+            tokio::time::timeout(deadline, extract::extract(&bytes, &sniffed, &pipeline.pdf))
+                .await
+                .unwrap_or(Err(ExtractError::Timeout))
+        }
         Err(err) => Err(err),
     };
     let extracted = match extracted {
@@ -51,16 +65,20 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
     let tokens = pipeline.tokens.clone();
     // Chunking and the keyword analysis of each chunk are CPU work: off the async threads.
-    let (chunks, terms) = tokio::task::spawn_blocking(move || {
+    let work = tokio::task::spawn_blocking(move || {
         let chunks = chunk_pages(&pages, &chunking, &*tokens);
         let terms: Vec<ChunkTerms> = chunks
             .iter()
             .map(|c| index::analyze_chunk(c.index, &c.text))
             .collect();
         (chunks, terms)
-    })
-    .await
-    .retryable()?;
+    });
+    // A thread cannot be killed, so the job stops waiting; chunking is linear in the text and
+    // bounded by the extractors' output, so the thread ends soon after.
+    let (chunks, terms) = match tokio::time::timeout(deadline, work).await {
+        Ok(joined) => joined.retryable()?,
+        Err(_) => return Err(failed(&pipeline, &job, document_id, &ExtractError::Timeout).await),
+    };
     if chunks.is_empty() {
         return Err(failed(&pipeline, &job, document_id, &ExtractError::NoText).await);
     }

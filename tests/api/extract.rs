@@ -338,3 +338,39 @@ async fn an_extractor_past_its_deadline_is_killed_and_reported_as_a_timeout() {
     assert_eq!(err, ExtractError::Timeout);
     assert_eq!(err.to_string(), "extraction timed out");
 }
+
+#[tokio::test]
+async fn the_pdf_extractors_see_none_of_docket_s_environment() {
+    // A stand-in pdftotext that answers with the environment it was given, as the page's text.
+    let dir = tempfile::tempdir().unwrap();
+    let tattler = dir.path().join("pdftotext");
+    std::fs::write(&tattler, "#!/bin/sh\nexec /usr/bin/env\n").unwrap();
+    let mut permissions = std::fs::metadata(&tattler).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&tattler, permissions).unwrap();
+    let limits = PdfLimits {
+        pdftotext: tattler,
+        ..limits(Duration::from_secs(10))
+    };
+    assert!(
+        std::env::var_os("PATH").is_some() && std::env::vars().count() > 4,
+        "the test process has an environment to leak"
+    );
+    let extracted = extract_pdf(&fixture("malformed/invalid.pdf"), &limits)
+        .await
+        .expect("the stand-in answers");
+    let seen = all_text(&extracted);
+    let names: Vec<&str> = seen
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    assert!(names.contains(&"PATH"), "{seen}");
+    for name in &names {
+        // Besides what it needs, only the child's own instructions (DOCKET_PDF_*).
+        assert!(
+            ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "PWD", "SHLVL", "_"].contains(name)
+                || name.starts_with("DOCKET_PDF_"),
+            "the PDF child passed {name} on: {seen}"
+        );
+    }
+}

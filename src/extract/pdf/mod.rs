@@ -150,8 +150,19 @@ fn summary(attempt: &Attempt) -> String {
     }
 }
 
+/// All the child (and `pdftotext` after it) gets of our environment: `PATH`, to find
+/// `pdftotext` by name, and the locale. A process that parses hostile files never sees
+/// `DATABASE_URL`, API keys or the API token.
+const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE"];
+
 fn child_command(limits: &PdfLimits) -> Command {
     let mut command = Command::new(&limits.child_exe);
+    command.env_clear();
+    for name in PASSED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
     command
         .arg(CHILD_SUBCOMMAND)
         .env(ENV_MEMORY, limits.memory_bytes.to_string())

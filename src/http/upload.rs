@@ -1,0 +1,247 @@
+//! `POST /api/documents`: multipart uploads, field `file`, repeatable.
+//!
+//! A request is read whole before anything is stored, so its limits (at most [`MAX_FILES`]
+//! files, at most `DOCKET_MAX_UPLOAD_BYTES` per file and for the request) refuse it with nothing
+//! stored rather than after some files committed. An oversize file is read and dropped, so
+//! memory stays bounded by the limit; uploads are read at most `DOCKET_UPLOAD_CONCURRENCY` at
+//! once (the rest wait their turn, within the request timeout), which bounds the memory of all
+//! uploads together.
+//!
+//! Then each file gets its own result: a bad name, an unsupported type, an oversize file or a
+//! failure to store one file is that file's error, and the others are stored all the same.
+
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::input::Json;
+use crate::documents::{self, Document, NewDocument};
+use crate::extract::{self, ExtractError};
+
+/// The most files one upload request may carry.
+pub const MAX_FILES: usize = 100;
+
+/// One file's outcome in an upload (DESIGN.md section 8).
+#[derive(Debug, Serialize)]
+pub struct UploadResult {
+    filename: String,
+    document: Option<Document>,
+    duplicate: bool,
+    error: Option<Value>,
+    #[serde(skip)]
+    status: StatusCode,
+}
+
+impl UploadResult {
+    fn refused(filename: String, status: StatusCode, code: &str, message: String) -> Self {
+        UploadResult {
+            filename,
+            document: None,
+            duplicate: false,
+            error: Some(json!({ "code": code, "message": message })),
+            status,
+        }
+    }
+}
+
+/// One part as read: its bytes, or none when it was over the per-file limit.
+struct Received {
+    filename: String,
+    bytes: Option<Vec<u8>>,
+}
+
+/// `POST /api/documents`.
+pub async fn upload(
+    State(state): State<AppState>,
+    multipart: Multipart,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // Waits its turn: the semaphore is never closed, so acquiring only fails if it were.
+    let _slot = state
+        .guard
+        .upload_slots
+        .acquire()
+        .await
+        .map_err(|err| ApiError::Internal(err.into()))?;
+    let received = receive(&state, multipart).await?;
+    let mut results = Vec::with_capacity(received.len());
+    for part in received {
+        results.push(match part.bytes {
+            Some(bytes) => store(&state, part.filename, &bytes).await,
+            None => UploadResult::refused(
+                part.filename,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "file_too_large",
+                format!(
+                    "the file is larger than the limit of {} bytes",
+                    state.max_upload_bytes
+                ),
+            ),
+        });
+    }
+    let created = results.iter().any(|r| r.document.is_some() && !r.duplicate);
+    let all_failed = results.iter().all(|r| r.error.is_some());
+    let status = if created {
+        StatusCode::CREATED
+    } else if all_failed {
+        results[0].status
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(json!({ "results": results }))))
+}
+
+/// Reads every part, checking the request's limits before anything is stored.
+async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Received>, ApiError> {
+    let limit = state.max_upload_bytes;
+    let mut received: Vec<Received> = Vec::new();
+    let mut kept: u64 = 0;
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        if field.name() != Some("file") {
+            let name = field.name().unwrap_or("").to_owned();
+            return Err(ApiError::bad_request(
+                "unexpected_field",
+                format!("unexpected form field {name:?}: send files in fields named \"file\""),
+            ));
+        }
+        if received.len() == MAX_FILES {
+            return Err(ApiError::bad_request(
+                "too_many_files",
+                format!("at most {MAX_FILES} files per request; nothing was stored"),
+            ));
+        }
+        let filename = field.file_name().unwrap_or("").to_owned();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut size: u64 = 0;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            size += chunk.len() as u64;
+            if size <= limit {
+                bytes.extend_from_slice(&chunk);
+            } else if !bytes.is_empty() {
+                // Over the limit: keep reading (the next part follows) but keep nothing.
+                bytes = Vec::new();
+            }
+        }
+        let bytes = (size <= limit).then_some(bytes);
+        kept += bytes.as_ref().map_or(0, |b| b.len() as u64);
+        if kept > limit {
+            return Err(ApiError::TooLarge {
+                code: "request_too_large",
+                message: format!(
+                    "the files of one request may add up to {limit} bytes; send fewer per request (nothing was stored)"
+                ),
+            });
+        }
+        received.push(Received { filename, bytes });
+    }
+    if received.is_empty() {
+        return Err(ApiError::bad_request(
+            "no_file",
+            "the request has no file: send multipart/form-data with one or more \"file\" fields",
+        ));
+    }
+    Ok(received)
+}
+
+/// Why `filename` cannot be a document's name, if it cannot.
+fn filename_problem(filename: &str) -> Option<&'static str> {
+    if filename.is_empty() || filename.chars().count() > 1024 {
+        return Some("a file needs a name of 1 to 1024 characters");
+    }
+    // PostgreSQL text cannot hold NUL, and no other control character belongs in a name.
+    if filename.chars().any(char::is_control) {
+        return Some("a file name may not contain control characters");
+    }
+    None
+}
+
+/// Stores one file; every failure is this file's result, never the request's.
+async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult {
+    if let Some(problem) = filename_problem(&filename) {
+        return UploadResult::refused(
+            filename,
+            StatusCode::BAD_REQUEST,
+            "invalid_filename",
+            problem.into(),
+        );
+    }
+    let sniffed = match extract::sniff(bytes, &filename) {
+        Ok(sniffed) => sniffed,
+        Err(err) => {
+            let status = match err {
+                ExtractError::Empty => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            };
+            let message = match &err {
+                ExtractError::Unsupported { .. } => {
+                    format!("{err}; docket takes PDF, HTML, Markdown and plain text")
+                }
+                _ => err.to_string(),
+            };
+            return UploadResult::refused(filename, status, err.code(), message);
+        }
+    };
+    let stored = documents::create_with_extract_job(
+        &state.pool,
+        &NewDocument {
+            filename: &filename,
+            content_type: sniffed.content_type,
+            bytes,
+        },
+    )
+    .await;
+    match stored {
+        Ok(stored) => UploadResult {
+            filename,
+            duplicate: stored.duplicate,
+            document: Some(stored.document),
+            error: None,
+            status: if stored.duplicate {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            },
+        },
+        Err(err) => {
+            // Logged once with its cause; the client sees the stable code and status only.
+            let error = ApiError::from(err);
+            let (status, code) = error.parts();
+            if status.is_server_error() {
+                tracing::error!(error = format!("{error:#}"), %filename, "could not store an upload");
+            }
+            let message = match status {
+                StatusCode::INTERNAL_SERVER_ERROR => {
+                    "the file could not be stored; try again".to_owned()
+                }
+                _ => error.to_string(),
+            };
+            UploadResult::refused(filename, status, code, message)
+        }
+    }
+}
+
+fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
+    if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::TooLarge {
+            code: "body_too_large",
+            message: err.body_text(),
+        };
+    }
+    ApiError::bad_request("invalid_multipart", err.body_text())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filename_problem;
+
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        assert!(filename_problem("notes.txt").is_none());
+        assert!(filename_problem("문서 (2).pdf").is_none());
+        assert!(filename_problem("bad\0name.txt").is_some());
+        assert!(filename_problem("line\nbreak.txt").is_some());
+        assert!(filename_problem("").is_some());
+    }
+}
