@@ -33,6 +33,7 @@ use tower_http::trace::TraceLayer;
 use crate::queue::Queue;
 use crate::search::Searcher;
 pub use events::EventHub;
+pub use upload::MIN_REQUEST_BYTES;
 
 /// What every handler can reach. Cheap to clone.
 #[derive(Clone)]

@@ -1,8 +1,9 @@
 //! `POST /api/documents`: multipart uploads, field `file`, repeatable.
 //!
 //! A request is read whole before anything is stored, so its limits (at most [`MAX_FILES`]
-//! files, at most `DOCKET_MAX_UPLOAD_BYTES` per file and for the request) refuse it with nothing
-//! stored rather than after some files committed. An oversize file is read and dropped, so
+//! files, at most `DOCKET_MAX_UPLOAD_BYTES` per file, and files adding up to that or
+//! [`MIN_REQUEST_BYTES`], whichever is more) refuse it with nothing stored rather than after some
+//! files committed. An oversize file is read and dropped, so
 //! memory stays bounded by the limit; uploads are read at most `DOCKET_UPLOAD_CONCURRENCY` at
 //! once (the rest wait their turn, within the request timeout), which bounds the memory of all
 //! uploads together.
@@ -23,6 +24,10 @@ use crate::extract::{self, ExtractError};
 
 /// The most files one upload request may carry.
 pub const MAX_FILES: usize = 100;
+
+/// The least the files of one request may add up to, whatever the per-file limit: `docket
+/// ingest` sends up to 16 MiB of small files per request by default.
+pub const MIN_REQUEST_BYTES: u64 = 32 << 20;
 
 /// One file's outcome in an upload (DESIGN.md section 8).
 #[derive(Debug, Serialize)]
@@ -96,6 +101,7 @@ pub async fn upload(
 /// Reads every part, checking the request's limits before anything is stored.
 async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Received>, ApiError> {
     let limit = state.max_upload_bytes;
+    let request_limit = limit.max(MIN_REQUEST_BYTES);
     let mut received: Vec<Received> = Vec::new();
     let mut kept: u64 = 0;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
@@ -126,11 +132,11 @@ async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Recei
         }
         let bytes = (size <= limit).then_some(bytes);
         kept += bytes.as_ref().map_or(0, |b| b.len() as u64);
-        if kept > limit {
+        if kept > request_limit {
             return Err(ApiError::TooLarge {
                 code: "request_too_large",
                 message: format!(
-                    "the files of one request may add up to {limit} bytes; send fewer per request (nothing was stored)"
+                    "the files of one request may add up to {request_limit} bytes; send fewer per request (nothing was stored)"
                 ),
             });
         }

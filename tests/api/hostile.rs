@@ -41,10 +41,17 @@ async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
     );
 
     // Two files under the per-file limit that together pass it.
-    let small = spawn_api_with(pool.clone(), None, 1000, docket::http::Guard::default()).await;
+    let small = spawn_api_with(
+        pool.clone(),
+        None,
+        docket::http::MIN_REQUEST_BYTES / 2 + 1,
+        docket::http::Guard::default(),
+    )
+    .await;
+    let half = (docket::http::MIN_REQUEST_BYTES / 2 + 1) as usize;
     let (status, body) = upload(
         &small,
-        &[("a.txt", vec![b'a'; 600]), ("b.txt", vec![b'b'; 600])],
+        &[("a.txt", vec![b'a'; half]), ("b.txt", vec![b'b'; half])],
     )
     .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
