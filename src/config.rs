@@ -157,16 +157,33 @@ impl ServeConfig {
             ));
         }
         self.http.hosts()?;
+        if self
+            .http
+            .metrics_token
+            .as_deref()
+            .is_some_and(|t| !t.is_empty() && t.len() < 16)
+        {
+            return Err(ConfigError(
+                "DOCKET_METRICS_TOKEN must be at least 16 characters".into(),
+            ));
+        }
         Ok(())
     }
 
-    /// The HTTP checks and bounds of this server.
+    /// The HTTP checks and bounds of this server. `/metrics` requires `DOCKET_METRICS_TOKEN`
+    /// when one is set, else the API token when docket listens beyond loopback.
     pub fn guard(&self) -> Result<crate::http::Guard, ConfigError> {
-        Ok(crate::http::Guard::new(
+        let mut guard = crate::http::Guard::new(
             self.http.hosts()?,
             Duration::from_secs(self.http.request_timeout_secs.max(1)),
             self.http.upload_concurrency,
-        ))
+        );
+        let api_token = self.api_token.as_deref().filter(|t| !t.is_empty());
+        let scraper_token = self.http.metrics_token.as_deref().filter(|t| !t.is_empty());
+        guard.metrics_token = scraper_token
+            .or(api_token.filter(|_| !self.bind.ip().is_loopback()))
+            .map(std::sync::Arc::from);
+        Ok(guard)
     }
 }
 
@@ -190,6 +207,11 @@ pub struct HttpSettings {
     /// Uploads read and stored at once; more wait their turn.
     #[arg(long, env = "DOCKET_UPLOAD_CONCURRENCY", default_value_t = 4)]
     pub upload_concurrency: usize,
+
+    /// A bearer token for scrapers of /metrics (16+ characters), so they need not hold the API
+    /// token; without it, /metrics takes the API token off loopback.
+    #[arg(long, env = "DOCKET_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -199,6 +221,7 @@ impl Default for HttpSettings {
             allowed_hosts: Vec::new(),
             request_timeout_secs: 300,
             upload_concurrency: 4,
+            metrics_token: None,
         }
     }
 }
@@ -502,6 +525,49 @@ mod tests {
         let chosen = settings(&["--model-dir", &path, "--embedder", "hash"]);
         assert_eq!(chosen.embedder_kind(), EmbedderKind::Hash);
         assert!(chosen.embedder_warning().is_none());
+    }
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+
+    fn serve(extra: &[&str]) -> ServeConfig {
+        let mut argv = vec![
+            "docket",
+            "--database-url",
+            "postgres://unused",
+            "--embedder",
+            "hash",
+        ];
+        argv.extend_from_slice(extra);
+        Serve::try_parse_from(argv).expect("parses").serve
+    }
+
+    #[test]
+    fn metrics_need_a_token_off_loopback_and_take_the_scrapers_own() {
+        let token = "api-token-0123456789";
+        let scraper = "scraper-token-0123456789";
+        let metrics_token = |config: ServeConfig| {
+            config.validate().expect("valid");
+            config
+                .guard()
+                .expect("guard")
+                .metrics_token
+                .map(|t| t.to_string())
+        };
+        assert_eq!(metrics_token(serve(&[])), None);
+        assert_eq!(metrics_token(serve(&["--api-token", token])), None);
+        assert_eq!(
+            metrics_token(serve(&["--bind", "0.0.0.0:8080", "--api-token", token])),
+            Some(token.to_owned())
+        );
+        assert_eq!(
+            metrics_token(serve(&["--metrics-token", scraper])),
+            Some(scraper.to_owned())
+        );
+        assert!(serve(&["--metrics-token", "short"]).validate().is_err());
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! sent, and the calls that ended rate limited —, schedule firings) live in
 //! [`Metrics`], one per process ([`global`]), incremented where the event happens. **Gauges** of
 //! state (jobs by status and kind, the oldest due job, dead jobs, failed extractions, model
-//! switch progress) are read from the database at scrape time by [`collect_state`], so every
-//! process reports the same truth and nothing drifts.
+//! switch progress) are read from the database by [`collect_state`], at most once every
+//! [`GAUGE_TTL`] per process ([`GaugeCache`]), so every process reports the same truth and
+//! nothing drifts, and scrapes cannot load the shared pool.
 //!
 //! The encoder is hand-written over mutex-guarded maps instead of the `prometheus` or `metrics`
 //! crates: about a dozen families, none on a hot path (a few increments per job or per
@@ -306,6 +307,41 @@ pub struct StateSnapshot {
     /// (model version, complete documents).
     pub model_complete: Vec<(String, i64)>,
     pub documents: i64,
+}
+
+/// How long one reading of the database gauges is served to scrapes.
+pub const GAUGE_TTL: Duration = Duration::from_secs(5);
+
+/// The database gauges, read at most once per `ttl` however many scrapes arrive: the first
+/// scrape after the interval reads them while the others wait for it and share its result, so
+/// the aggregates never run more than once at a time or more often than the interval.
+#[derive(Debug)]
+pub struct GaugeCache {
+    ttl: Duration,
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, Arc<StateSnapshot>)>>,
+}
+
+impl GaugeCache {
+    /// A cache serving each reading for `ttl` (zero: every scrape reads).
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The gauges, from the last reading when it is fresh enough.
+    pub async fn get(&self, pool: &sqlx::PgPool) -> Result<Arc<StateSnapshot>, sqlx::Error> {
+        let mut last = self.last.lock().await;
+        if let Some((at, snapshot)) = last.as_ref()
+            && at.elapsed() < self.ttl
+        {
+            return Ok(snapshot.clone());
+        }
+        let snapshot = Arc::new(collect_state(pool).await?);
+        *last = Some((tokio::time::Instant::now(), snapshot.clone()));
+        Ok(snapshot)
+    }
 }
 
 /// Reads the gauges from the database.

@@ -15,17 +15,21 @@ pub async fn require_token(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if let Some(expected) = state.api_token.as_deref() {
-        let given = request
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        // Constant time, so the comparison leaks nothing about how much of a guess was right.
-        if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
-            return Err(ApiError::Unauthorized);
-        }
+    if let Some(expected) = state.api_token.as_deref()
+        && !bearer_is(request.headers(), expected)
+    {
+        return Err(ApiError::Unauthorized);
     }
     Ok(next.run(request).await)
+}
+
+/// Whether `headers` carry `Authorization: Bearer <expected>`.
+pub fn bearer_is(headers: &axum::http::HeaderMap, expected: &str) -> bool {
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Constant time, so the comparison leaks nothing about how much of a guess was right.
+    bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
 }

@@ -2,7 +2,7 @@
 //!
 //! [`router`] builds everything from an [`AppState`], so tests call it on a listener bound to
 //! port 0; [`serve`] runs it until a shutdown future resolves. `/api` requires the bearer token
-//! when one is configured; health, `/metrics` and the page stay open. Every route, whatever its
+//! when one is configured; health and the page stay open, `/metrics` needs a token off loopback. Every route, whatever its
 //! token, first passes the [`guard`]: a foreign `Host` or a state-changing request from another
 //! web origin is refused, so a page the operator happens to visit cannot drive docket.
 
@@ -67,15 +67,23 @@ pub struct Guard {
     /// Uploads read and stored at once; more wait their turn. With the per-request byte limit
     /// this bounds the memory all uploads take together.
     pub upload_slots: Arc<tokio::sync::Semaphore>,
+    /// The bearer token `/metrics` requires, when it requires one (the API token is accepted
+    /// too).
+    pub metrics_token: Option<Arc<str>>,
+    /// The database gauges of `/metrics`, read at most once per interval.
+    pub gauges: Arc<crate::metrics::GaugeCache>,
 }
 
 impl Guard {
-    /// Loopback names only, a five-minute request timeout, four uploads at once.
+    /// `hosts`, `request_timeout` and `uploads` at once; `/metrics` open, its gauges cached for
+    /// [`crate::metrics::GAUGE_TTL`].
     pub fn new(hosts: guard::HostPolicy, request_timeout: Duration, uploads: usize) -> Self {
         Self {
             hosts,
             request_timeout,
             upload_slots: Arc::new(tokio::sync::Semaphore::new(uploads.max(1))),
+            metrics_token: None,
+            gauges: Arc::new(crate::metrics::GaugeCache::new(crate::metrics::GAUGE_TTL)),
         }
     }
 }

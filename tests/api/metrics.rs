@@ -284,3 +284,65 @@ async fn metrics_parse_as_prometheus_text_and_match_the_database(pool: PgPool) {
         Some(refused as f64)
     );
 }
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn metrics_off_loopback_need_a_token(pool: PgPool) {
+    let guard = docket::http::Guard {
+        metrics_token: Some("scraper-token-0123456789".into()),
+        ..Default::default()
+    };
+    let api_token = "api-token-0123456789abc";
+    let api = crate::support::spawn_api_with(pool, Some(api_token), 1024, guard).await;
+    let get = |token: Option<&str>| {
+        let mut request = api.client.get(api.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(
+        get(None).await.expect("scrape").status(),
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        get(Some("a-wrong-token-0123456789"))
+            .await
+            .expect("scrape")
+            .status(),
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+    for token in ["scraper-token-0123456789", api_token] {
+        assert_eq!(
+            get(Some(token)).await.expect("scrape").status(),
+            reqwest::StatusCode::OK,
+            "{token}"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn the_database_gauges_are_read_at_most_once_per_interval(pool: PgPool) {
+    let guard = docket::http::Guard {
+        gauges: std::sync::Arc::new(docket::metrics::GaugeCache::new(Duration::from_secs(600))),
+        ..Default::default()
+    };
+    let api = crate::support::spawn_api_with(pool.clone(), None, 1024, guard).await;
+    // Many scrapes at once: one reading serves them all.
+    let scrapes = (0..8).map(|_| scrape(&api));
+    for samples in futures::future::join_all(scrapes).await {
+        assert_eq!(value(&samples, "docket_documents", &[]), Some(0.0));
+    }
+    sqlx::query(
+        "insert into documents (filename, content_type, byte_size, sha256)
+         values ('new.txt', 'text/plain', 1, '\\x02')",
+    )
+    .execute(&pool)
+    .await
+    .expect("a document");
+    let samples = scrape(&api).await;
+    assert_eq!(
+        value(&samples, "docket_documents", &[]),
+        Some(0.0),
+        "a scrape within the interval reuses the last reading"
+    );
+}

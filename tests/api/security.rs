@@ -172,12 +172,14 @@ async fn a_foreign_host_cannot_read_or_delete_anything(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
 async fn behind_a_proxy_the_public_url_is_docket_s_own_origin(pool: PgPool) {
-    let mut guard = docket::http::Guard::default();
-    guard.hosts = docket::http::guard::HostPolicy::new(
-        Some("https://docket.example.com"),
-        &["docket-internal".to_owned()],
-    )
-    .expect("policy");
+    let guard = docket::http::Guard {
+        hosts: docket::http::guard::HostPolicy::new(
+            Some("https://docket.example.com"),
+            &["docket-internal".to_owned()],
+        )
+        .expect("policy"),
+        ..docket::http::Guard::default()
+    };
     let api = spawn_api_with(pool.clone(), None, 1024 * 1024, guard).await;
     for host in ["docket.example.com", "docket-internal:8080"] {
         let response = api

@@ -58,7 +58,12 @@ pub async fn spawn_api_with_limit(
     token: Option<&str>,
     max_upload_bytes: u64,
 ) -> Api {
-    spawn_api_with(pool, token, max_upload_bytes, http::Guard::default()).await
+    // Tests read the gauges right after changing the database: no caching here.
+    let guard = http::Guard {
+        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
+        ..http::Guard::default()
+    };
+    spawn_api_with(pool, token, max_upload_bytes, guard).await
 }
 
 /// [`spawn_api`] with a chosen upload limit and HTTP checks and bounds.
