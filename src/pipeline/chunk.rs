@@ -799,6 +799,7 @@ mod tests {
         };
         let (one, two) = (work(1), work(2));
         let ratio = two as f64 / one as f64;
+        println!("bytes counted: 1 MiB word {one}, 2 MiB word {two}, ratio {ratio:.3}");
         assert!(
             ratio < 2.3,
             "2 MiB cost {ratio:.2} times the work of 1 MiB ({one} and {two} bytes counted): not linear"
