@@ -28,6 +28,18 @@ impl Fetched {
     }
 }
 
+/// A fetched chunk with its document's name and type.
+#[derive(sqlx::FromRow)]
+struct Row {
+    document_id: i64,
+    chunk_index: i32,
+    page: i32,
+    text: String,
+    language: Option<String>,
+    filename: String,
+    content_type: String,
+}
+
 /// Fetches the chunks of `first` and `more` (the same chunk may be in both) and cuts their
 /// snippets for the query's `terms`.
 pub(super) async fn fetch<'a>(
@@ -45,7 +57,7 @@ pub(super) async fn fetch<'a>(
     }
     let ids: Vec<i64> = wanted.keys().map(|k| k.0).collect();
     let indexes: Vec<i32> = wanted.keys().map(|k| k.1).collect();
-    let rows: Vec<(i64, i32, i32, String, Option<String>, String, String)> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(
         "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename,
                 d.content_type
          from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
@@ -59,32 +71,39 @@ pub(super) async fn fetch<'a>(
     // A chunk deleted between the queries is simply left out.
     let hits = rows
         .into_iter()
-        .filter_map(
-            |(document_id, chunk_index, page, text, language, filename, content_type)| {
-                let candidate = wanted.get(&(document_id, chunk_index))?;
-                // A chunk not indexed yet has no language recorded: detect it as indexing will.
-                let language = language
-                    .as_deref()
-                    .map_or_else(|| analysis::detect(&text), Language::from_code);
-                let (snippet, highlights) = snippet(&text, language, terms);
-                let hit = Hit {
-                    document_id,
-                    filename,
-                    content_type,
-                    page,
-                    chunk_index,
-                    score: candidate.score,
-                    text,
-                    snippet,
-                    highlights,
-                    model_version: candidate
-                        .route
-                        .and_then(|at| routes.get(at))
-                        .map(|r| r.version.model_version.clone()),
-                };
-                Some(((document_id, chunk_index), hit))
-            },
-        )
+        .filter_map(|row| {
+            let Row {
+                document_id,
+                chunk_index,
+                page,
+                text,
+                language,
+                filename,
+                content_type,
+            } = row;
+            let candidate = wanted.get(&(document_id, chunk_index))?;
+            // A chunk not indexed yet has no language recorded: detect it as indexing will.
+            let language = language
+                .as_deref()
+                .map_or_else(|| analysis::detect(&text), Language::from_code);
+            let (snippet, highlights) = snippet(&text, language, terms);
+            let hit = Hit {
+                document_id,
+                filename,
+                content_type,
+                page,
+                chunk_index,
+                score: candidate.score,
+                text,
+                snippet,
+                highlights,
+                model_version: candidate
+                    .route
+                    .and_then(|at| routes.get(at))
+                    .map(|r| r.version.model_version.clone()),
+            };
+            Some(((document_id, chunk_index), hit))
+        })
         .collect();
     Ok(Fetched(hits))
 }
