@@ -38,7 +38,12 @@ readonly APT_PACKAGES=(
   "postgresql-$PG_MAJOR"            # the server (postgresql-$PG_MAJOR-cron depends on it anyway)
   "postgresql-server-dev-$PG_MAJOR" # pg_config and headers for pgvector
   "postgresql-$PG_MAJOR-cron"       # optional in-database scheduler (DESIGN.md §5)
-  poppler-utils                     # pdftotext, the PDF extraction fallback
+  poppler-utils                     # pdftotext (PDF fallback) and pdftoppm (rasterising for OCR)
+  poppler-data                      # CID maps: without them pdftotext drops CJK text (Adobe-GB1, …)
+  tesseract-ocr                     # OCR of scans and images (src/extract/ocr)
+  tesseract-ocr-eng tesseract-ocr-kor tesseract-ocr-chi-sim tesseract-ocr-chi-tra
+  tesseract-ocr-jpn tesseract-ocr-fra tesseract-ocr-deu tesseract-ocr-rus # DOCKET_OCR_LANGS' default
+  ocrmypdf                          # only the reference of `docket bench extract`'s OCR figures
   util-linux                        # prlimit, to limit that subprocess
   unzip                             # unpacking model archives
   docker-compose                    # only to validate docker-compose.yml (`make test`)

@@ -75,12 +75,13 @@ pub async fn pipeline(
             );
         }
     }
-    let pipeline = Pipeline::new(
+    let mut pipeline = Pipeline::new(
         pool.clone(),
         embedder,
         settings.chunking(),
         settings.pdf_limits()?,
     );
+    pipeline.ocr_concurrency = settings.ocr_concurrency.max(1);
     pipeline
         .prepare()
         .await

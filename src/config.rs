@@ -351,6 +351,23 @@ pub struct PipelineSettings {
     /// Embed jobs running at once in this process.
     #[arg(long, env = "DOCKET_EMBED_CONCURRENCY", default_value_t = 4)]
     pub embed_concurrency: usize,
+
+    /// OCR of images and of PDF pages without a usable text layer (tesseract).
+    #[arg(long, env = "DOCKET_OCR", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ocr: bool,
+
+    /// OCR languages: `auto` (each page's script picks among eng, kor, chi_sim, chi_tra, jpn,
+    /// fra, deu, rus) or tesseract codes joined by `+`, e.g. `deu+eng`.
+    #[arg(long, env = "DOCKET_OCR_LANGS", default_value = "auto")]
+    pub ocr_langs: String,
+
+    /// The most pages one document may need OCR on.
+    #[arg(long, env = "DOCKET_OCR_MAX_PAGES", default_value_t = 200)]
+    pub ocr_max_pages: u32,
+
+    /// OCR jobs running at once in this process (each takes one core).
+    #[arg(long, env = "DOCKET_OCR_CONCURRENCY", default_value_t = 1)]
+    pub ocr_concurrency: usize,
 }
 
 impl PipelineSettings {
@@ -449,6 +466,10 @@ impl PipelineSettings {
         let mut limits = crate::extract::PdfLimits::new(exe);
         limits.timeout = Duration::from_secs(self.extract_timeout_secs.max(1));
         limits.memory_bytes = self.extract_memory_mb.max(64) * 1024 * 1024;
+        limits.ocr.enabled = self.ocr;
+        limits.ocr.languages =
+            crate::extract::Languages::parse(&self.ocr_langs).map_err(ConfigError)?;
+        limits.ocr.max_pages = self.ocr_max_pages;
         Ok(limits)
     }
 
@@ -460,6 +481,7 @@ impl PipelineSettings {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        crate::extract::Languages::parse(&self.ocr_langs).map_err(ConfigError)?;
         if self.chunk_tokens < 16 || self.chunk_overlap >= self.chunk_tokens {
             return Err(ConfigError(
                 "DOCKET_CHUNK_TOKENS must be at least 16 and larger than DOCKET_CHUNK_OVERLAP"

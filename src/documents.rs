@@ -77,6 +77,10 @@ pub struct Document {
     pub error: Option<serde_json::Value>,
     pub extractor: Option<String>,
     pub page_count: Option<i32>,
+    /// `null`, or how far a long step got: `{ "step": "ocr", "done", "total" }`.
+    pub progress: Option<serde_json::Value>,
+    /// Why pages were read by OCR (no text layer, garbage text), when some were.
+    pub extract_note: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -86,7 +90,7 @@ fn hex_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error
 }
 
 const COLUMNS: &str = "id, filename, content_type, byte_size, sha256, status, error, extractor, \
-     page_count, created_at, updated_at";
+     page_count, progress, extract_note, created_at, updated_at";
 
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {

@@ -327,9 +327,18 @@ dropZone.addEventListener("drop", (event) => {
 
 // ---- Document list --------------------------------------------------------------------------
 
+// "OCR 3 of 10 pages" while a long step runs; the server clears progress when it ends.
+function progressText(doc) {
+  const p = doc.progress;
+  if (doc.status !== "extracting" || !p || p.step !== "ocr") return null;
+  return `OCR ${p.done} of ${p.total} page${p.total === 1 ? "" : "s"}`;
+}
+
 function statusCell(doc) {
   const cell = el("td", null, `status status-${doc.status}`);
   cell.append(el("span", doc.status));
+  const progress = progressText(doc);
+  if (progress) cell.append(el("span", progress, "reason"));
   if (doc.error && doc.error.message) cell.append(el("span", doc.error.message, "reason"));
   return cell;
 }
@@ -416,12 +425,14 @@ async function refreshDetail(id) {
     $("detail-heading").textContent = doc.filename;
     const facts = $("detail-facts");
     facts.replaceChildren();
-    fact(facts, "Step", doc.status);
+    const progress = progressText(doc);
+    fact(facts, "Step", progress ? `${doc.status} (${progress})` : doc.status);
     fact(facts, "Type", doc.content_type);
     fact(facts, "Size", formatBytes(doc.byte_size));
     fact(facts, "Pages", doc.page_count == null ? "–" : doc.page_count);
     fact(facts, "Chunks", doc.chunk_count);
     fact(facts, "Extractor", doc.extractor || "–");
+    if (doc.extract_note) fact(facts, "Extraction note", doc.extract_note);
     fact(facts, "Uploaded", formatTime(doc.created_at));
     fact(facts, "SHA-256", doc.sha256);
     const error = $("detail-error");

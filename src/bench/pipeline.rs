@@ -516,6 +516,10 @@ fn serve_config(
             extract_memory_mb: 1024,
             extract_concurrency: 2,
             embed_concurrency: 4,
+            ocr: true,
+            ocr_langs: "auto".into(),
+            ocr_max_pages: 200,
+            ocr_concurrency: 1,
         },
     }
 }

@@ -46,6 +46,27 @@ pub enum ExtractError {
         /// Which limit, in a few words.
         reason: String,
     },
+    /// An image declares more pixels than OCR may decode (a decompression bomb, or a poster).
+    #[error(
+        "the image is {width} × {height} pixels; docket reads images up to {max_megapixels} megapixels"
+    )]
+    ImageTooLarge {
+        width: u32,
+        height: u32,
+        max_megapixels: u64,
+    },
+    /// An image is damaged or cut short.
+    #[error("the image is damaged: {reason}")]
+    ImageMalformed {
+        /// What is wrong, in a few words.
+        reason: String,
+    },
+    /// More pages need OCR than the configured cap allows.
+    #[error("{pages} pages need OCR, more than the limit of {limit} (DOCKET_OCR_MAX_PAGES)")]
+    OcrPageLimit { pages: usize, limit: u32 },
+    /// No page has a usable text layer and OCR read nothing either.
+    #[error("no text found: no usable text layer, and OCR read nothing (blank or illegible?)")]
+    OcrNoText,
     /// Every extractor ran past its time limit.
     #[error("extraction timed out")]
     Timeout,
@@ -72,6 +93,10 @@ impl ExtractError {
             ExtractError::NoTextLayer => "no_text_layer",
             ExtractError::PdfMalformed { .. } => "pdf_malformed",
             ExtractError::TooComplex { .. } => "document_too_complex",
+            ExtractError::ImageTooLarge { .. } => "image_too_large",
+            ExtractError::ImageMalformed { .. } => "image_malformed",
+            ExtractError::OcrPageLimit { .. } => "ocr_page_limit",
+            ExtractError::OcrNoText => "ocr_no_text",
             ExtractError::Timeout => "extraction_timeout",
             ExtractError::OutOfMemory => "extraction_out_of_memory",
             ExtractError::Internal { .. } => "extraction_failed",

@@ -7,17 +7,27 @@
 //! ([`pdf`]), because PDF parsers panic, loop or eat memory on hostile files and none of that may
 //! reach the worker.
 //!
+//! Images (PNG, JPEG, TIFF) and PDF pages without a usable text layer (none, or garbage:
+//! [`quality`]) are read by OCR ([`ocr`]), in the same isolated child. OCR is slow, so it is a
+//! second phase a caller can run apart: [`extract_text_layer`] says which pages need it
+//! ([`Extracted::unreadable`]) and [`read_unreadable`] fills them in; [`extract`] does both.
+//!
 //! Every failure is an [`ExtractError`] with a stable code and a message fit to show a user.
 
 mod decode;
 mod error;
 pub mod html;
+pub mod image;
+pub mod ocr;
 pub mod pdf;
+pub mod quality;
 pub mod sniff;
 pub mod text;
 
 pub use error::ExtractError;
+pub use ocr::{Languages, OcrRun, OcrSettings};
 pub use pdf::{PdfLimits, extract_pdf};
+pub use quality::TextProblem;
 pub use sniff::sniff;
 pub use text::extract_text;
 
@@ -32,6 +42,8 @@ pub enum DocKind {
     Markdown,
     /// Any other readable text.
     Text,
+    /// A PNG, JPEG or TIFF image, read by OCR.
+    Image,
 }
 
 /// The verdict of [`sniff()`]: the kind of a document and how to decode it.
@@ -39,7 +51,7 @@ pub enum DocKind {
 pub struct Sniffed {
     /// What the bytes are.
     pub kind: DocKind,
-    /// How text kinds are decoded; `None` for PDFs, which carry their own encodings.
+    /// How text kinds are decoded; `None` for PDFs and images.
     ///
     /// `encoding_rs` has no ISO-2022-KR decoder (the WHATWG standard maps that label to its
     /// `REPLACEMENT` encoding); docket decodes it itself, so `Some(REPLACEMENT)` here means
@@ -69,6 +81,8 @@ pub enum Extractor {
     Text,
     /// The HTML parser.
     Html,
+    /// OCR alone (an image); see [`Extracted::ocr`] for the engine and languages.
+    Ocr,
 }
 
 impl Extractor {
@@ -79,27 +93,139 @@ impl Extractor {
             Extractor::Pdftotext => "pdftotext",
             Extractor::Text => "text",
             Extractor::Html => "html",
+            Extractor::Ocr => "ocr",
         }
     }
 }
 
 /// The text of a document and who extracted it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Extracted {
     /// Pages in order, numbered from 1.
     pub pages: Vec<Page>,
-    /// The extractor whose output this is.
+    /// The extractor whose output this is (of the text layer, for a PDF that OCR completed).
     pub extractor: Extractor,
+    /// Pages without a usable text layer, and why: empty in `pages` until OCR reads them.
+    pub unreadable: Vec<(u32, TextProblem)>,
+    /// What OCR did, once it ran.
+    pub ocr: Option<OcrRun>,
 }
 
-/// Extracts any sniffed document: PDFs through [`extract_pdf`], the rest on a blocking thread.
+impl Extracted {
+    /// Whether some pages wait for OCR.
+    pub fn needs_ocr(&self) -> bool {
+        self.ocr.is_none() && !self.unreadable.is_empty()
+    }
+
+    /// The extractor as stored and shown: `pdftotext`, `ocr (tesseract 5.3.0, kor+eng)`, or
+    /// both for a PDF whose text layer OCR completed.
+    pub fn label(&self) -> String {
+        match (&self.ocr, self.extractor) {
+            (None, extractor) => extractor.as_str().to_owned(),
+            (Some(run), Extractor::Ocr) => run.label(),
+            (Some(run), _) if run.pages.len() == self.pages.len() => run.label(),
+            (Some(run), extractor) => format!(
+                "{} + {} on {} of {} pages",
+                extractor.as_str(),
+                run.label(),
+                run.pages.len(),
+                self.pages.len()
+            ),
+        }
+    }
+
+    /// Why pages went to OCR, grouped by reason with page ranges (`pages 2–22: a text layer of
+    /// unmappable glyphs`); `None` when every page had text or the document is an image.
+    pub fn note(&self) -> Option<String> {
+        if self.unreadable.is_empty() || self.extractor == Extractor::Ocr {
+            return None;
+        }
+        let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+        for (number, problem) in &self.unreadable {
+            // Shares differ page by page; the kind of problem is what groups them.
+            let reason = match problem {
+                TextProblem::Garbage { .. } => {
+                    "a text layer of unmappable glyphs (garbage)".to_owned()
+                }
+                other => other.describe(),
+            };
+            match groups.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, pages)) => pages.push(*number),
+                None => groups.push((reason, vec![*number])),
+            }
+        }
+        let after = if self.ocr.is_some() {
+            "read by OCR"
+        } else {
+            "not read (OCR off)"
+        };
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(reason, pages)| format!("{}: {reason}", page_ranges(pages)))
+            .collect();
+        Some(format!("{}; {after}", parts.join("; ")))
+    }
+}
+
+/// `page 3`, `pages 2–22, 25`.
+fn page_ranges(pages: &[u32]) -> String {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for &page in pages {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == page => *end = page,
+            _ => ranges.push((page, page)),
+        }
+    }
+    let text: Vec<String> = ranges
+        .iter()
+        .map(|&(start, end)| {
+            if start == end {
+                start.to_string()
+            } else {
+                format!("{start}–{end}")
+            }
+        })
+        .collect();
+    let word = if pages.len() == 1 { "page" } else { "pages" };
+    format!("{word} {}", text.join(", "))
+}
+
+/// Extracts any sniffed document, OCR included: [`extract_text_layer`] then
+/// [`read_unreadable`].
 pub async fn extract(
+    bytes: &[u8],
+    sniffed: &Sniffed,
+    limits: &PdfLimits,
+) -> Result<Extracted, ExtractError> {
+    let extracted = extract_text_layer(bytes, sniffed, limits).await?;
+    read_unreadable(bytes, extracted, limits, &|_, _| {}).await
+}
+
+/// The first, fast phase: PDFs' text layers through [`extract_pdf`], text kinds on a blocking
+/// thread; images only have their headers checked. Pages that need OCR are listed, not read.
+pub async fn extract_text_layer(
     bytes: &[u8],
     sniffed: &Sniffed,
     limits: &PdfLimits,
 ) -> Result<Extracted, ExtractError> {
     if sniffed.kind == DocKind::Pdf {
         return extract_pdf(bytes, limits).await;
+    }
+    if sniffed.kind == DocKind::Image {
+        let info = ocr::inspect_image(bytes, &limits.ocr)?;
+        let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
+        return Ok(Extracted {
+            pages: numbers
+                .clone()
+                .map(|number| Page {
+                    number,
+                    text: String::new(),
+                })
+                .collect(),
+            extractor: Extractor::Ocr,
+            unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
+            ocr: None,
+        });
     }
     let extractor = if sniffed.kind == DocKind::Html {
         Extractor::Html
@@ -114,5 +240,67 @@ pub async fn extract(
         .map_err(|join| ExtractError::Internal {
             reason: format!("text extraction task failed: {join}"),
         })??;
-    Ok(Extracted { pages, extractor })
+    Ok(Extracted {
+        pages,
+        extractor,
+        unreadable: Vec::new(),
+        ocr: None,
+    })
+}
+
+/// The second, slow phase: OCR of the pages [`extract_text_layer`] listed (all of an image),
+/// with `progress(done, total)` after each page; then the verdict on the whole: a document
+/// with no text on any page fails ([`ExtractError::OcrNoText`], or
+/// [`ExtractError::NoTextLayer`] when OCR is off).
+pub async fn read_unreadable(
+    bytes: &[u8],
+    mut extracted: Extracted,
+    limits: &PdfLimits,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Extracted, ExtractError> {
+    if extracted.needs_ocr() && limits.ocr.enabled {
+        let (read, run) = if extracted.extractor == Extractor::Ocr {
+            ocr::read_image(bytes, limits, progress).await?
+        } else {
+            let numbers: Vec<u32> = extracted.unreadable.iter().map(|(n, _)| *n).collect();
+            ocr::read_pdf_pages(bytes, &numbers, limits, progress).await?
+        };
+        // OCR output is judged like a text layer: a page drawn with substituted fonts
+        // (`XiaoBiaoSong.pdf` renders its own mojibake) reads back as the same garbage.
+        let read = read.into_iter().map(|page| {
+            let text = pdf::tidy(&page.text);
+            let text = if quality::assess(&text).is_some() {
+                String::new()
+            } else {
+                text
+            };
+            Page {
+                number: page.number,
+                text,
+            }
+        });
+        if extracted.extractor == Extractor::Ocr {
+            extracted.pages = read.collect();
+        } else {
+            for page in read {
+                if let Some(slot) = extracted.pages.iter_mut().find(|p| p.number == page.number) {
+                    slot.text = page.text;
+                }
+            }
+        }
+        extracted.ocr = Some(run);
+    }
+    let has_text = extracted.pages.iter().any(|p| !p.text.trim().is_empty());
+    if !has_text {
+        return Err(if extracted.ocr.is_some() {
+            ExtractError::OcrNoText
+        } else if extracted.extractor == Extractor::Ocr {
+            ExtractError::Unsupported {
+                detected: "image (OCR is off)",
+            }
+        } else {
+            ExtractError::NoTextLayer
+        });
+    }
+    Ok(extracted)
 }

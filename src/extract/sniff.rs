@@ -2,12 +2,15 @@
 //!
 //! The filename is a hint for one thing only: telling Markdown from plain text once the bytes
 //! are known to be text. Everything else is read from the bytes: a PDF named `.txt` is a PDF and
-//! a PNG named `.pdf` is refused. A file *named* `.pdf` whose bytes are text is refused too
+//! a PNG named `.pdf` is an image for OCR. A file *named* `.pdf` whose bytes are text is refused
 //! ([`ExtractError::NotAPdf`]): whoever sent it expected a PDF, and indexing it as text would
 //! hide the mistake. Text encodings are found in this order: byte-order mark,
 //! valid UTF-8, the ISO-2022-KR designator, then `chardetng`'s guess (EUC-KR, Shift_JIS, Big5,
 //! windows-125x, …) rather than assuming Latin-1. For HTML a declared charset (`<meta>` or
 //! the XML prolog) wins over the guess, as in browsers.
+//!
+//! Images that OCR reads (PNG, JPEG, TIFF) are recognised by their signatures like PDFs; other
+//! binary formats, images included, are refused with the type they look like.
 //!
 //! UTF-16 without a byte-order mark is not recognised: its NUL bytes make it binary junk
 //! (`application/octet-stream`), which is also what a mislabelled binary looks like.
@@ -22,14 +25,21 @@ const PREFIX_BYTES: usize = 64 * 1024;
 /// How many bytes `chardetng` reads; more rarely changes its guess.
 const DETECTOR_BYTES: usize = 1024 * 1024;
 
-/// Binary formats recognised by their leading bytes, with the MIME type reported when refused.
-const MAGIC: &[(&[u8], &str)] = &[
+/// Images docket reads with OCR, by their leading bytes.
+const IMAGE_MAGIC: &[(&[u8], &str)] = &[
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
     (b"II*\0", "image/tiff"),
     (b"MM\0*", "image/tiff"),
+];
+
+/// Binary formats recognised by their leading bytes, with the MIME type reported when refused.
+const MAGIC: &[(&[u8], &str)] = &[
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    // BigTIFF: leptonica, which tesseract reads images with, does not open it.
+    (b"II+\0", "image/tiff"),
+    (b"MM\0+", "image/tiff"),
     (b"PK\x03\x04", "application/zip"),
     (b"PK\x05\x06", "application/zip"),
     (b"\x1f\x8b", "application/gzip"),
@@ -62,6 +72,16 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
             kind: DocKind::Pdf,
             encoding: None,
             content_type: "application/pdf",
+        });
+    }
+    if let Some((_, content_type)) = IMAGE_MAGIC
+        .iter()
+        .find(|(magic, _)| bytes.starts_with(magic))
+    {
+        return Ok(Sniffed {
+            kind: DocKind::Image,
+            encoding: None,
+            content_type,
         });
     }
     if let Some(detected) = binary_magic(bytes) {
@@ -232,6 +252,27 @@ mod tests {
         );
         // The same bytes under a text name are fine.
         assert_eq!(sniff(b"oops\n", "bad1.txt").unwrap().kind, DocKind::Text);
+    }
+
+    #[test]
+    fn png_jpeg_and_tiff_are_images_whatever_the_name() {
+        for (bytes, mime) in [
+            (&b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"[..], "image/png"),
+            (b"\xff\xd8\xff\xe0\0\x10JFIF", "image/jpeg"),
+            (b"II*\0\x08\0\0\0", "image/tiff"),
+            (b"MM\0*\0\0\0\x08", "image/tiff"),
+        ] {
+            let sniffed = sniff(bytes, "scan.pdf").unwrap();
+            assert_eq!(sniffed.kind, DocKind::Image);
+            assert_eq!(sniffed.content_type, mime);
+        }
+        let gif = sniff(b"GIF89a\x01\0\x01\0", "photo.gif").unwrap_err();
+        assert_eq!(
+            gif,
+            ExtractError::Unsupported {
+                detected: "image/gif"
+            }
+        );
     }
 
     #[test]

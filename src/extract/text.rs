@@ -21,9 +21,9 @@ pub fn extract_text(bytes: &[u8], sniffed: &Sniffed) -> Result<Vec<Page>, Extrac
             }
             Ok(vec![Page { number: 1, text }])
         }
-        // PDFs need the isolated extractor; reaching here is a caller's mistake.
-        DocKind::Pdf => Err(ExtractError::Internal {
-            reason: "a PDF was passed to the text extractor".into(),
+        // PDFs and images need the isolated extractor; reaching here is a caller's mistake.
+        DocKind::Pdf | DocKind::Image => Err(ExtractError::Internal {
+            reason: "a PDF or image was passed to the text extractor".into(),
         }),
     }
 }

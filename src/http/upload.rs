@@ -182,7 +182,9 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
             };
             let message = match &err {
                 ExtractError::Unsupported { .. } => {
-                    format!("{err}; docket takes PDF, HTML, Markdown and plain text")
+                    format!(
+                        "{err}; docket takes PDF, HTML, Markdown, plain text and PNG, JPEG or TIFF images"
+                    )
                 }
                 _ => err.to_string(),
             };

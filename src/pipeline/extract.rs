@@ -5,6 +5,11 @@
 //! Each part has a deadline (`DOCKET_EXTRACT_TIMEOUT_SECS`): PDFs in their child processes,
 //! text and HTML parsing and chunking here; past it the document fails with
 //! `extraction_timeout` and the job ends, so a hostile file cannot hold a lease for hours.
+//!
+//! A document with pages that need OCR (an image, a scan, garbage text) is handed to the `ocr`
+//! step ([`super::ocr`]) instead, in the same kind of transaction: OCR takes seconds a page,
+//! and it runs under its own job kind and concurrency so that it never holds the extract slots
+//! other documents are waiting for.
 
 use std::sync::Arc;
 
@@ -14,14 +19,17 @@ use super::Pipeline;
 use super::chunk::{Chunk, chunk_pages};
 use crate::analysis::ANALYZER_VERSION;
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB, EXTRACT_JOB};
-use crate::extract::{self, DocKind, ExtractError};
+use crate::extract::{self, DocKind, ExtractError, Extracted};
 use crate::queue::{self, NewJob};
 use crate::search::index::{self, ChunkTerms};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
+/// The job kind that reads a document's pages with OCR.
+pub const OCR_JOB: &str = "ocr";
+
 #[derive(Deserialize)]
-struct Payload {
-    document_id: DocumentId,
+pub(super) struct Payload {
+    pub document_id: DocumentId,
 }
 
 pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
@@ -45,12 +53,27 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     let deadline = pipeline.pdf.timeout;
     let extracted = match extract::sniff(&bytes, &document.filename) {
         Ok(sniffed) if sniffed.kind == DocKind::Pdf => {
-            extract::extract(&bytes, &sniffed, &pipeline.pdf).await
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf).await
         }
-        Ok(sniffed) => {
-            tokio::time::timeout(deadline, extract::extract(&bytes, &sniffed, &pipeline.pdf))
-                .await
-                .unwrap_or(Err(ExtractError::Timeout))
+        Ok(sniffed) => tokio::time::timeout(
+            deadline,
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf),
+        )
+        .await
+        .unwrap_or(Err(ExtractError::Timeout)),
+        Err(err) => Err(err),
+    };
+    let extracted = match extracted {
+        Ok(extracted) if extracted.needs_ocr() && pipeline.pdf.ocr.enabled => {
+            let pages = extracted.unreadable.len();
+            if let Err(err) = extract::ocr::check_page_cap(pages, &pipeline.pdf.ocr) {
+                return Err(failed(&pipeline, &job, document_id, &err).await);
+            }
+            return hand_to_ocr(&pipeline, &job, document_id, &extracted).await;
+        }
+        // No OCR to do: only the verdict on the whole (a document without any text fails).
+        Ok(extracted) => {
+            extract::read_unreadable(&bytes, extracted, &pipeline.pdf, &|_, _| {}).await
         }
         Err(err) => Err(err),
     };
@@ -59,8 +82,57 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         Err(err) => return Err(failed(&pipeline, &job, document_id, &err).await),
     };
     drop(bytes);
+    finish(&pipeline, &job, document_id, extracted).await
+}
 
+/// Enqueues the OCR step for a document and completes this job, in one transaction; the
+/// document stays `extracting`, with its OCR progress at zero.
+async fn hand_to_ocr(
+    pipeline: &Pipeline,
+    job: &Job,
+    document_id: DocumentId,
+    extracted: &Extracted,
+) -> Result<Outcome, JobError> {
+    let total = extracted.unreadable.len();
+    let mut tx = pipeline.pool.begin().await.retryable()?;
+    let still_there = sqlx::query(
+        "update documents
+         set progress = jsonb_build_object('step', 'ocr', 'done', 0, 'total', $2::int),
+             extract_note = $3
+         where id = $1",
+    )
+    .bind(document_id.0)
+    .bind(i32::try_from(total).unwrap_or(i32::MAX))
+    .bind(extracted.note())
+    .execute(&mut *tx)
+    .await
+    .retryable()?
+    .rows_affected();
+    if still_there == 0 {
+        return Ok(Outcome::Complete);
+    }
+    let ocr = NewJob::new(OCR_JOB, serde_json::json!({ "document_id": document_id }))
+        .idempotency_key(format!("ocr:{document_id}:{}", job.id));
+    queue::enqueue(&mut tx, &ocr).await.retryable()?;
+    queue::complete_in(&mut tx, &job.lease).await.retryable()?;
+    tx.commit().await.retryable()?;
+    tracing::info!(document = %document_id, pages = total, "pages need OCR; handed to the ocr step");
+    Ok(Outcome::CompletedInTransaction)
+}
+
+/// Chunks the extracted pages and commits the checkpoint: chunks, status, the next job and
+/// this job's completion, all or nothing.
+pub(super) async fn finish(
+    pipeline: &Pipeline,
+    job: &Job,
+    document_id: DocumentId,
+    extracted: Extracted,
+) -> Result<Outcome, JobError> {
+    let pool = &pipeline.pool;
+    let deadline = pipeline.pdf.timeout;
     let chunking = pipeline.chunking;
+    let label = extracted.label();
+    let note = extracted.note();
     let pages = extracted.pages;
     let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
     let tokens = pipeline.tokens.clone();
@@ -77,10 +149,10 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     // bounded by the extractors' output, so the thread ends soon after.
     let (chunks, terms) = match tokio::time::timeout(deadline, work).await {
         Ok(joined) => joined.retryable()?,
-        Err(_) => return Err(failed(&pipeline, &job, document_id, &ExtractError::Timeout).await),
+        Err(_) => return Err(failed(pipeline, job, document_id, &ExtractError::Timeout).await),
     };
     if chunks.is_empty() {
-        return Err(failed(&pipeline, &job, document_id, &ExtractError::NoText).await);
+        return Err(failed(pipeline, job, document_id, &ExtractError::NoText).await);
     }
 
     // The checkpoint: chunks, status, the next job and this job's completion, all or nothing.
@@ -99,12 +171,14 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .retryable()?;
     let still_there = sqlx::query(
         "update documents
-         set status = 'embedding', error = null, extractor = $2, page_count = $3
+         set status = 'embedding', error = null, extractor = $2, page_count = $3,
+             progress = null, extract_note = $4
          where id = $1",
     )
     .bind(document_id.0)
-    .bind(extracted.extractor.as_str())
+    .bind(&label)
     .bind(page_count)
+    .bind(&note)
     .execute(&mut *tx)
     .await
     .retryable()?
@@ -126,20 +200,38 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         document = %document_id,
         pages = page_count,
         chunks = chunks.len(),
-        extractor = extracted.extractor.as_str(),
+        extractor = %label,
         "extracted"
     );
     Ok(Outcome::CompletedInTransaction)
 }
 
-/// Records why extraction failed on the document, and says how the job should end.
-async fn failed(pipeline: &Pipeline, job: &Job, id: DocumentId, err: &ExtractError) -> JobError {
+/// Records why extraction (or its OCR step) failed on the document, and says how the job
+/// should end.
+pub(super) async fn failed(
+    pipeline: &Pipeline,
+    job: &Job,
+    id: DocumentId,
+    err: &ExtractError,
+) -> JobError {
     if !err.is_permanent() {
         return JobError::Retry {
             error: anyhow::anyhow!("{err}"),
             after: None,
         };
     }
+    // A failed OCR run must not keep showing its progress.
+    if let Err(db) = sqlx::query("update documents set progress = null where id = $1")
+        .bind(id.0)
+        .execute(&pipeline.pool)
+        .await
+    {
+        return JobError::Retry {
+            error: anyhow::Error::new(db).context("clearing the OCR progress"),
+            after: None,
+        };
+    }
+    // OCR is a phase of extraction: its failure settles the document as the extract step's.
     let settled = documents::settle_failed_step(
         &pipeline.pool,
         id,

@@ -1,6 +1,6 @@
 //! The pipeline: the job handlers that turn an uploaded document into searchable vectors.
 //!
-//! `extract` (bytes → pages → chunks) then `embed` (chunks → vectors for one model version);
+//! `extract` (bytes → pages → chunks; via `ocr` when pages need OCR) then `embed` (chunks → vectors for one model version);
 //! `reembed` (run by the nightly schedule) enqueues `embed` for documents whose set under the
 //! active version is missing or incomplete.
 //! Each step is a durable checkpoint: its output, the next step's job and its own completion
@@ -19,7 +19,10 @@
 pub mod chunk;
 mod embed;
 mod extract;
+mod ocr;
 pub mod reembed;
+
+pub use extract::OCR_JOB;
 
 use std::sync::Arc;
 
@@ -45,6 +48,9 @@ pub struct Pipeline {
     /// (its input is cut at a token limit, so counts must be exact), an estimate otherwise.
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
     pub pdf: PdfLimits,
+    /// OCR jobs running at once in this process: OCR takes a core per job for seconds a page,
+    /// and runs as its own job kind so it never occupies the extract slots.
+    pub ocr_concurrency: usize,
 }
 
 /// How many jobs of each step run at once in one process.
@@ -76,6 +82,7 @@ impl Pipeline {
             chunking,
             tokens,
             pdf,
+            ocr_concurrency: 1,
         }
     }
 
@@ -146,6 +153,11 @@ impl Pipeline {
         registry.register(EXTRACT_JOB, concurrency.extract, move |job| {
             let pipeline = pipeline.clone();
             async move { extract::run(pipeline, job).await }
+        });
+        let pipeline = self.clone();
+        registry.register(OCR_JOB, self.ocr_concurrency, move |job| {
+            let pipeline = pipeline.clone();
+            async move { ocr::run(pipeline, job).await }
         });
         let pipeline = self.clone();
         registry.register(EMBED_JOB, concurrency.embed, move |job| {

@@ -7,6 +7,8 @@
 //!   one JSON [`ChildReport`] on stdout; or
 //! - replace itself with `pdftotext` (exec), which so inherits the same memory cap. This is how
 //!   the fallback gets a memory limit without `unsafe` `pre_exec` or a util-linux dependency.
+//! - replace itself with another helper named by [`ENV_EXEC`] (OCR's `pdfinfo`, `pdftoppm` and
+//!   `tesseract`), passing on its own remaining arguments, under the same cap.
 //!
 //! Panic output is silenced (a hostile PDF would otherwise spray backtraces into the worker's
 //! logs); the panic message is kept as the reason.
@@ -22,15 +24,17 @@ use serde::{Deserialize, Serialize};
 use crate::extract::Page;
 
 /// Environment variable: the address-space cap in bytes.
-pub(super) const ENV_MEMORY: &str = "DOCKET_PDF_MEMORY_BYTES";
+pub(crate) const ENV_MEMORY: &str = "DOCKET_PDF_MEMORY_BYTES";
 /// Environment variable: if set, exec this `pdftotext` on [`ENV_INPUT`] instead of parsing.
 pub(super) const ENV_EXEC_PDFTOTEXT: &str = "DOCKET_PDF_EXEC_PDFTOTEXT";
 /// Environment variable: the PDF file `pdftotext` reads.
 pub(super) const ENV_INPUT: &str = "DOCKET_PDF_INPUT";
+/// Environment variable: if set, exec this program with the arguments after the subcommand.
+pub(crate) const ENV_EXEC: &str = "DOCKET_EXTRACT_EXEC";
 /// Exit code when the child could not set itself up (limit, stdin, exec); not the PDF's fault.
-pub(super) const EXIT_SETUP_FAILED: u8 = 90;
+pub(crate) const EXIT_SETUP_FAILED: u8 = 90;
 /// Exit code when the memory cap left no room to start the parser thread or `pdftotext`.
-pub(super) const EXIT_OUT_OF_MEMORY: u8 = 91;
+pub(crate) const EXIT_OUT_OF_MEMORY: u8 = 91;
 
 /// Used when the parent passes no limit, so the child is never unbounded.
 const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
@@ -69,6 +73,17 @@ pub fn run_child() -> ExitCode {
     if let Err(err) = cap_address_space(memory) {
         eprintln!("docket pdf child: cannot set the memory limit: {err}");
         return ExitCode::from(EXIT_SETUP_FAILED);
+    }
+    if let Some(program) = std::env::var_os(ENV_EXEC) {
+        let err = Command::new(&program)
+            .args(std::env::args_os().skip(2))
+            .env_remove(ENV_EXEC)
+            .exec();
+        eprintln!(
+            "docket extract child: cannot run {}: {err}",
+            program.to_string_lossy()
+        );
+        return ExitCode::from(exit_code_for(&err));
     }
     if let Some(pdftotext) = std::env::var_os(ENV_EXEC_PDFTOTEXT) {
         let Some(input) = std::env::var_os(ENV_INPUT) else {

@@ -16,7 +16,7 @@
 //! `pdftotext` itself could not run.
 
 mod child;
-mod process;
+pub(crate) mod process;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,12 +24,13 @@ use std::time::Duration;
 use tokio::process::Command;
 
 pub use child::run_child;
-use child::{
-    ChildReport, ENV_EXEC_PDFTOTEXT, ENV_INPUT, ENV_MEMORY, EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED,
-};
+use child::{ChildReport, ENV_EXEC_PDFTOTEXT, ENV_INPUT, ENV_MEMORY};
+pub(crate) use child::{ENV_EXEC, EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED};
 use process::{Finished, Run};
 
 use super::decode::normalize;
+use super::ocr::OcrSettings;
+use super::quality::{self, TextProblem};
 use super::{ExtractError, Extracted, Extractor, Page};
 
 /// The most text a PDF may yield; a bomb that expands into gigabytes of text is cut off here
@@ -51,6 +52,9 @@ pub struct PdfLimits {
     pub memory_bytes: u64,
     /// Poppler's `pdftotext`, a path or a name looked up on `PATH`.
     pub pdftotext: PathBuf,
+    /// OCR of pages without a usable text layer and of images (same time and memory limits,
+    /// per helper call).
+    pub ocr: OcrSettings,
 }
 
 impl PdfLimits {
@@ -61,6 +65,7 @@ impl PdfLimits {
             timeout: Duration::from_secs(60),
             memory_bytes: 1 << 30,
             pdftotext: PathBuf::from("pdftotext"),
+            ocr: OcrSettings::default(),
         }
     }
 }
@@ -68,12 +73,14 @@ impl PdfLimits {
 /// What one extractor made of the document.
 #[derive(Debug)]
 enum Attempt {
-    /// Usable text; `complete` is false when some pages failed.
+    /// Pages of text; `complete` is false when some pages failed, `unreadable` lists the pages
+    /// without a usable text layer (their text is emptied).
     Text {
         pages: Vec<Page>,
         complete: bool,
+        unreadable: Vec<(u32, TextProblem)>,
     },
-    /// The document opened but holds no usable text.
+    /// The document opened but yielded no pages.
     NoText,
     Encrypted,
     Malformed(String),
@@ -83,37 +90,49 @@ enum Attempt {
     Internal(String),
 }
 
-/// Extracts the text of a PDF, page by page, with page numbers kept.
+/// Extracts the text layer of a PDF, page by page, with page numbers kept. Pages without a
+/// usable text layer come back empty and listed in [`Extracted::unreadable`] (for OCR); a
+/// document none of whose pages has text is still `Ok` here.
 pub async fn extract_pdf(bytes: &[u8], limits: &PdfLimits) -> Result<Extracted, ExtractError> {
     if bytes.is_empty() {
         return Err(ExtractError::Empty);
     }
     let first = run_pdf_extract(bytes, limits).await;
-    if let Attempt::Text {
-        pages,
-        complete: true,
-    } = first
-    {
-        return Ok(Extracted {
-            pages,
-            extractor: Extractor::PdfExtract,
-        });
+    if matches!(&first, Attempt::Text { complete: true, unreadable, .. } if unreadable.is_empty()) {
+        return Ok(into_extracted(first, Extractor::PdfExtract));
     }
     tracing::debug!(outcome = ?summary(&first), "pdf-extract gave no complete text; trying pdftotext");
     let second = run_pdftotext(bytes, limits).await;
-    if let Attempt::Text { pages, .. } = second {
-        return Ok(Extracted {
-            pages,
-            extractor: Extractor::Pdftotext,
-        });
+    match (&first, &second) {
+        (
+            Attempt::Text {
+                complete: true,
+                unreadable: ours,
+                ..
+            },
+            Attempt::Text {
+                unreadable: theirs, ..
+            },
+        ) if ours.len() < theirs.len() => Ok(into_extracted(first, Extractor::PdfExtract)),
+        (_, Attempt::Text { .. }) => Ok(into_extracted(second, Extractor::Pdftotext)),
+        (Attempt::Text { .. }, _) => Ok(into_extracted(first, Extractor::PdfExtract)),
+        _ => Err(classify(first, second)),
     }
-    if let Attempt::Text { pages, .. } = first {
-        return Ok(Extracted {
-            pages,
-            extractor: Extractor::PdfExtract,
-        });
+}
+
+fn into_extracted(attempt: Attempt, extractor: Extractor) -> Extracted {
+    let (pages, unreadable) = match attempt {
+        Attempt::Text {
+            pages, unreadable, ..
+        } => (pages, unreadable),
+        _ => (Vec::new(), Vec::new()),
+    };
+    Extracted {
+        pages,
+        extractor,
+        unreadable,
+        ocr: None,
     }
-    Err(classify(first, second))
 }
 
 /// The final error when neither extractor produced text.
@@ -143,9 +162,15 @@ fn classify(first: Attempt, second: Attempt) -> ExtractError {
 
 fn summary(attempt: &Attempt) -> String {
     match attempt {
-        Attempt::Text { pages, complete } => {
-            format!("{} pages, complete: {complete}", pages.len())
-        }
+        Attempt::Text {
+            pages,
+            complete,
+            unreadable,
+        } => format!(
+            "{} pages, complete: {complete}, {} without usable text",
+            pages.len(),
+            unreadable.len()
+        ),
         other => format!("{other:?}"),
     }
 }
@@ -155,7 +180,8 @@ fn summary(attempt: &Attempt) -> String {
 /// `DATABASE_URL`, API keys or the API token.
 const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE"];
 
-fn child_command(limits: &PdfLimits) -> Command {
+/// The isolated child under `limits`, before its mode is chosen.
+pub(crate) fn child_command(limits: &PdfLimits) -> Command {
     let mut command = Command::new(&limits.child_exe);
     command.env_clear();
     for name in PASSED_ENV {
@@ -167,6 +193,7 @@ fn child_command(limits: &PdfLimits) -> Command {
         .arg(CHILD_SUBCOMMAND)
         .env(ENV_MEMORY, limits.memory_bytes.to_string())
         .env_remove(ENV_EXEC_PDFTOTEXT)
+        .env_remove(ENV_EXEC)
         .env_remove(ENV_INPUT);
     command
 }
@@ -301,37 +328,41 @@ fn poppler_reason(stderr: &str) -> String {
     reason
 }
 
-/// Normalises pages and decides whether they hold usable text: empty pages are kept (page
-/// numbers matter) but at least one page must have words, and the whole must not be mostly
-/// undecodable glyphs (fonts without a Unicode mapping yield U+FFFD or private-use characters).
+/// Normalises pages and judges each one ([`quality::assess`]): pages keep their numbers, and
+/// a page without a usable text layer is emptied and listed, so OCR can read it instead.
 fn usable(pages: Vec<Page>, complete: bool) -> Attempt {
-    let pages: Vec<Page> = pages
-        .into_iter()
-        .map(|page| Page {
-            number: page.number,
-            text: tidy(&page.text),
-        })
-        .collect();
-    let mut visible = 0usize;
-    let mut junk = 0usize;
-    for c in pages.iter().flat_map(|page| page.text.chars()) {
-        if c.is_whitespace() {
-            continue;
-        }
-        visible += 1;
-        let private_use = matches!(c as u32, 0xe000..=0xf8ff | 0xf0000..=0x10ffff);
-        if c == char::REPLACEMENT_CHARACTER || private_use || c.is_control() {
-            junk += 1;
-        }
-    }
-    if visible == 0 || junk * 10 > visible * 3 {
+    if pages.is_empty() {
         return Attempt::NoText;
     }
-    Attempt::Text { pages, complete }
+    let mut unreadable = Vec::new();
+    let pages = pages
+        .into_iter()
+        .map(|page| {
+            let text = tidy(&page.text);
+            match quality::assess(&text) {
+                None => Page {
+                    number: page.number,
+                    text,
+                },
+                Some(problem) => {
+                    unreadable.push((page.number, problem));
+                    Page {
+                        number: page.number,
+                        text: String::new(),
+                    }
+                }
+            }
+        })
+        .collect();
+    Attempt::Text {
+        pages,
+        complete,
+        unreadable,
+    }
 }
 
 /// Normalises line ends and collapses runs of blank lines into one paragraph break.
-fn tidy(text: &str) -> String {
+pub(crate) fn tidy(text: &str) -> String {
     let normalized = normalize(text);
     let mut out = String::with_capacity(normalized.len());
     let mut newlines = 0;
@@ -392,12 +423,27 @@ mod tests {
     }
 
     #[test]
-    fn garbage_glyphs_are_not_usable_text() {
-        let pages = vec![Page {
-            number: 1,
-            text: "\u{fffd}\u{e001}\u{e002} ab".into(),
-        }];
-        assert!(matches!(usable(pages, true), Attempt::NoText));
+    fn garbage_glyph_pages_are_emptied_and_listed_for_ocr() {
+        let pages = vec![
+            Page {
+                number: 1,
+                text: "\u{fffd}\u{e001}\u{e002} ab".into(),
+            },
+            Page {
+                number: 2,
+                text: "Real words here.".into(),
+            },
+        ];
+        let Attempt::Text {
+            pages, unreadable, ..
+        } = usable(pages, true)
+        else {
+            panic!("expected text");
+        };
+        assert_eq!(pages[0].text, "");
+        assert_eq!(pages[1].text, "Real words here.");
+        assert_eq!(unreadable.len(), 1);
+        assert!(matches!(unreadable[0], (1, TextProblem::Garbage { .. })));
     }
 
     #[test]
@@ -412,10 +458,16 @@ mod tests {
                 text: "Words\n\n\n\nmore".into(),
             },
         ];
-        let Attempt::Text { pages, complete } = usable(pages, true) else {
+        let Attempt::Text {
+            pages,
+            complete,
+            unreadable,
+        } = usable(pages, true)
+        else {
             panic!("expected text");
         };
         assert!(complete);
+        assert_eq!(unreadable, vec![(1, TextProblem::Empty)]);
         assert_eq!(
             pages[0],
             Page {

@@ -14,7 +14,7 @@ use tokio::process::Command;
 const STDERR_CAP: u64 = 64 * 1024;
 
 /// How a helper run ended.
-pub(super) enum Run {
+pub(crate) enum Run {
     /// The process exited (or was killed for too much output) within the deadline.
     Finished(Finished),
     /// The deadline passed; the process was killed.
@@ -24,7 +24,7 @@ pub(super) enum Run {
 }
 
 /// The output of a finished process.
-pub(super) struct Finished {
+pub(crate) struct Finished {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -34,7 +34,7 @@ pub(super) struct Finished {
 
 /// Runs `command`, feeding it `stdin` (if any), for at most `deadline`, keeping at most
 /// `stdout_cap` bytes of its output.
-pub(super) async fn run(
+pub(crate) async fn run(
     mut command: Command,
     stdin: Option<&[u8]>,
     deadline: Duration,
