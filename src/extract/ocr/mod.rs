@@ -147,7 +147,7 @@ pub async fn read_pdf_pages(
 ) -> Result<(Vec<Page>, OcrRun), ExtractError> {
     let settings = &limits.ocr;
     check_page_cap(numbers.len(), settings)?;
-    let helper = Helper { limits };
+    let helper = Helper::new(limits, 1);
     let mut run = OcrRun::new(tesseract::version(settings).await);
     let (Some(&first), Some(&last)) = (numbers.iter().min(), numbers.iter().max()) else {
         return Ok((Vec::new(), run));
@@ -192,7 +192,8 @@ pub async fn read_image(
 ) -> Result<(Vec<Page>, OcrRun), ExtractError> {
     let settings = &limits.ocr;
     let info = inspect_image(bytes, settings)?;
-    let helper = Helper { limits };
+    // tesseract reads every page of a TIFF in one call, so that call gets every page's time.
+    let helper = Helper::new(limits, info.pages.len());
     let mut run = OcrRun::new(tesseract::version(settings).await);
     let dir = work_dir()?;
     let path = dir.path.join(format!("upload.{}", info.format.extension()));
@@ -270,9 +271,19 @@ async fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ExtractError> {
 /// Runs OCR's helper programs inside the isolated child, under the PDF limits.
 pub(super) struct Helper<'a> {
     limits: &'a PdfLimits,
+    /// The deadline of one call: the extractor timeout per page the call reads.
+    timeout: std::time::Duration,
 }
 
-impl Helper<'_> {
+impl<'a> Helper<'a> {
+    fn new(limits: &'a PdfLimits, pages: usize) -> Self {
+        let pages = u32::try_from(pages.max(1)).unwrap_or(u32::MAX);
+        Helper {
+            limits,
+            timeout: limits.timeout.saturating_mul(pages),
+        }
+    }
+
     /// Runs `program args…`; anything but a clean exit is an error.
     async fn run(
         &self,
@@ -305,7 +316,7 @@ impl Helper<'_> {
             .env(super::pdf::ENV_EXEC, program)
             .env("OMP_THREAD_LIMIT", "1")
             .args(args);
-        let finished = match process::run(command, None, self.limits.timeout, cap).await {
+        let finished = match process::run(command, None, self.timeout, cap).await {
             Run::Finished(finished) if finished.overflowed => {
                 return Err(ExtractError::OutOfMemory);
             }
