@@ -2,6 +2,7 @@
 //! run, print a table, and end with one JSON line that scripts can compare across runs.
 
 mod embed;
+mod evidence;
 mod extract;
 mod pipeline;
 mod quality;
@@ -23,6 +24,9 @@ pub enum BenchCommand {
     /// PDF extraction: our extract step against poppler's pdftotext on the same files, in
     /// pages/s and MB/s, with the failures of each.
     Extract(extract::ExtractBench),
+    /// Chunk boundaries: the share of the evaluation set's evidence sentences that lie inside
+    /// one chunk, with paragraphs rebuilt against the extractors' raw line output.
+    Evidence(evidence::EvidenceBench),
     /// The embedding path: documents/min through upload → ready against the test embedding
     /// server at an RPM limit (achieved share of the limit), and the pipeline's own overhead
     /// per chunk with no limit.
@@ -43,6 +47,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Queue(args) => queue::run(args).await,
         BenchCommand::Extract(args) => extract::run(args).await,
+        BenchCommand::Evidence(args) => evidence::run(args).await,
         BenchCommand::Pipeline(args) => pipeline::run(args).await,
         BenchCommand::Search(args) => search::run(args).await,
         BenchCommand::SearchQuality(args) => quality::run(args).await,

@@ -19,6 +19,7 @@ mod error;
 pub mod html;
 pub mod image;
 pub mod ocr;
+pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
 pub mod sniff;
@@ -268,7 +269,7 @@ pub async fn read_unreadable(
         // OCR output is judged like a text layer: a page drawn with substituted fonts
         // (`XiaoBiaoSong.pdf` renders its own mojibake) reads back as the same garbage.
         let read = read.into_iter().map(|page| {
-            let text = pdf::tidy(&page.text);
+            let text = pdf::tidy(&page.text, limits.paragraphs);
             let text = if quality::assess(&text).is_some() {
                 String::new()
             } else {

@@ -30,6 +30,7 @@ use process::{Finished, Run};
 
 use super::decode::normalize;
 use super::ocr::OcrSettings;
+use super::paragraphs;
 use super::quality::{self, TextProblem};
 use super::{ExtractError, Extracted, Extractor, Page};
 
@@ -55,6 +56,8 @@ pub struct PdfLimits {
     /// OCR of pages without a usable text layer and of images (same time and memory limits,
     /// per helper call).
     pub ocr: OcrSettings,
+    /// Rebuild paragraphs from the extractors' lines (on; off only to measure the difference).
+    pub paragraphs: bool,
 }
 
 impl PdfLimits {
@@ -66,6 +69,7 @@ impl PdfLimits {
             memory_bytes: 1 << 30,
             pdftotext: PathBuf::from("pdftotext"),
             ocr: OcrSettings::default(),
+            paragraphs: true,
         }
     }
 }
@@ -217,7 +221,7 @@ async fn run_pdf_extract(bytes: &[u8], limits: &PdfLimits) -> Attempt {
             for failed in &failed_pages {
                 tracing::debug!(page = failed.number, reason = %failed.reason, "pdf-extract lost a page");
             }
-            usable(pages, failed_pages.is_empty())
+            usable(pages, failed_pages.is_empty(), limits.paragraphs)
         }
         Ok(ChildReport::Encrypted) => Attempt::Encrypted,
         Ok(ChildReport::Malformed { reason }) => Attempt::Malformed(reason),
@@ -255,7 +259,7 @@ async fn run_pdftotext(bytes: &[u8], limits: &PdfLimits) -> Attempt {
                 text: text.to_owned(),
             })
             .collect();
-        return usable(pages, true);
+        return usable(pages, true, limits.paragraphs);
     }
     let stderr = String::from_utf8_lossy(&finished.stderr);
     if stderr.contains("Incorrect password") {
@@ -330,7 +334,7 @@ fn poppler_reason(stderr: &str) -> String {
 
 /// Normalises pages and judges each one ([`quality::assess`]): pages keep their numbers, and
 /// a page without a usable text layer is emptied and listed, so OCR can read it instead.
-fn usable(pages: Vec<Page>, complete: bool) -> Attempt {
+fn usable(pages: Vec<Page>, complete: bool, paragraphs: bool) -> Attempt {
     if pages.is_empty() {
         return Attempt::NoText;
     }
@@ -338,7 +342,7 @@ fn usable(pages: Vec<Page>, complete: bool) -> Attempt {
     let pages = pages
         .into_iter()
         .map(|page| {
-            let text = tidy(&page.text);
+            let text = tidy(&page.text, paragraphs);
             match quality::assess(&text) {
                 None => Page {
                     number: page.number,
@@ -361,9 +365,14 @@ fn usable(pages: Vec<Page>, complete: bool) -> Attempt {
     }
 }
 
-/// Normalises line ends and collapses runs of blank lines into one paragraph break.
-pub(crate) fn tidy(text: &str) -> String {
+/// Normalises line ends and rebuilds paragraphs from the extractor's lines
+/// ([`paragraphs::rebuild`]); with `paragraphs` off (for measurement), only collapses runs of
+/// blank lines into one paragraph break, as the line output was stored before.
+pub(crate) fn tidy(text: &str, paragraphs: bool) -> String {
     let normalized = normalize(text);
+    if paragraphs {
+        return paragraphs::rebuild(&normalized);
+    }
     let mut out = String::with_capacity(normalized.len());
     let mut newlines = 0;
     for c in normalized.trim_start_matches('\n').chars() {
@@ -436,7 +445,7 @@ mod tests {
         ];
         let Attempt::Text {
             pages, unreadable, ..
-        } = usable(pages, true)
+        } = usable(pages, true, true)
         else {
             panic!("expected text");
         };
@@ -462,7 +471,7 @@ mod tests {
             pages,
             complete,
             unreadable,
-        } = usable(pages, true)
+        } = usable(pages, true, true)
         else {
             panic!("expected text");
         };
