@@ -2,10 +2,10 @@
 //!
 //! The type of a document is decided from its bytes, never from its name ([`sniff()`]). Plain text,
 //! Markdown and HTML are decoded and parsed in-process ([`text`], [`html`]); they are pure and
-//! bounded by the input size, so they run on a blocking thread. PDFs are parsed by `pdf-extract`
-//! in a child process under a memory and time limit, falling back to poppler's `pdftotext`
-//! ([`pdf`]), because PDF parsers panic, loop or eat memory on hostile files and none of that may
-//! reach the worker.
+//! bounded by the input size, so they run on a blocking thread. PDFs are parsed by poppler's
+//! `pdftotext`, and by `pdf-extract` where poppler leaves unusable pages or fails, in a child
+//! process under a memory and time limit ([`pdf`]), because PDF parsers panic, loop or eat memory
+//! on hostile files and none of that may reach the worker.
 //!
 //! Images (PNG, JPEG, TIFF) and PDF pages without a usable text layer (none, or garbage:
 //! [`quality`]) are read by OCR ([`ocr`]), in the same isolated child. OCR is slow, so it is a
@@ -74,9 +74,9 @@ pub struct Page {
 /// Which extractor produced the text, recorded so bad output can be traced to its source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extractor {
-    /// The `pdf-extract` crate, in the isolated child process.
+    /// The `pdf-extract` crate, in the isolated child process: the second opinion for PDFs.
     PdfExtract,
-    /// Poppler's `pdftotext`, the fallback for PDFs.
+    /// Poppler's `pdftotext`, the first extractor for PDFs.
     Pdftotext,
     /// The plain-text / Markdown decoder.
     Text,
