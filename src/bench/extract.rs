@@ -1,10 +1,13 @@
 //! `docket bench extract`: our PDF extract step side by side with poppler's `pdftotext` on the
-//! same files, one file at a time, each under the same wall-clock limit.
+//! same files, one file at a time, each under the same wall-clock limit; then OCR against
+//! `ocrmypdf` ([`super::ocr`]).
 //!
-//! "Our step" is exactly what a worker runs: [`crate::extract::sniff`] then
-//! [`crate::extract::extract`] with real [`PdfLimits`] (the isolated `docket __extract-pdf`
-//! child is this very binary, falling back to `pdftotext` when `pdf-extract` fails), so its
-//! time includes the process start, the isolation and any fallback. The reference is a plain
+//! "Our step" is what a worker's extract job runs: [`crate::extract::sniff`] then
+//! [`crate::extract::extract_text_layer`] with real [`PdfLimits`] (the isolated
+//! `docket __extract-pdf` child is this very binary; `pdftotext` first, `pdf-extract` where
+//! poppler fails or leaves garbage pages), so its time includes the process starts, the
+//! isolation and any second extractor. Pages that need OCR are counted in its verdict but read
+//! in the OCR half, which `pdftotext` has no counterpart for. The reference is a plain
 //! `pdftotext -enc UTF-8 FILE -`.
 //!
 //! Figures over the whole set: MB/s = all input bytes / total time of that extractor (failures
@@ -32,9 +35,21 @@ pub struct ExtractBench {
     #[arg(long, default_value_t = 60)]
     pub timeout_secs: u64,
 
-    /// Poppler's `pdftotext` (a path or a name on PATH), for both our fallback and the reference.
+    /// Poppler's `pdftotext` (a path or a name on PATH), for both our extractor and the reference.
     #[arg(long, default_value = "pdftotext")]
     pub pdftotext: PathBuf,
+
+    /// A folder searched for images (PNG, JPEG, TIFF, by their bytes) for the OCR half.
+    #[arg(long, default_value = "../shared/corpus/malformed")]
+    pub images: PathBuf,
+
+    /// The OCR reference (`ocrmypdf --sidecar`).
+    #[arg(long, default_value = "ocrmypdf")]
+    pub ocrmypdf: PathBuf,
+
+    /// Skip the OCR half.
+    #[arg(long)]
+    pub no_ocr: bool,
 }
 
 /// What one extractor made of one file.
@@ -136,6 +151,12 @@ pub async fn run(args: ExtractBench) -> anyhow::Result<()> {
         .map(|(verdict, n)| format!("{verdict} {n}"))
         .collect();
     println!("docket verdicts: {}", verdicts.join(", "));
+    let ocr = if args.no_ocr {
+        json!({ "skipped": "--no-ocr" })
+    } else {
+        let files = super::ocr::files(&args.corpus, &args.images, &limits).await;
+        super::ocr::compare(&files, &limits, &args.ocrmypdf, limits.timeout * 10).await?
+    };
     println!(
         "{}",
         json!({
@@ -156,6 +177,7 @@ pub async fn run(args: ExtractBench) -> anyhow::Result<()> {
             "pdftotext_failures": theirs_total.failures,
             "pages_ratio": round(pages_ratio),
             "ratio": round(ratio),
+            "ocr": ocr,
         })
     );
     Ok(())
@@ -176,11 +198,12 @@ impl Totals {
     }
 }
 
-/// The worker's extract step on one file.
+/// The worker's extract job on one file: the text layer, with the pages left for OCR named
+/// in the verdict.
 async fn run_ours(bytes: &[u8], name: &str, limits: &PdfLimits) -> Run {
     let started = Instant::now();
     let result = match extract::sniff(bytes, name) {
-        Ok(sniffed) => extract::extract(bytes, &sniffed, limits).await,
+        Ok(sniffed) => extract::extract_text_layer(bytes, &sniffed, limits).await,
         Err(err) => Err(err),
     };
     let elapsed = started.elapsed();
@@ -192,7 +215,15 @@ async fn run_ours(bytes: &[u8], name: &str, limits: &PdfLimits) -> Run {
                 .iter()
                 .filter(|p| !p.text.trim().is_empty())
                 .count(),
-            verdict: extracted.extractor.as_str().to_owned(),
+            verdict: if extracted.unreadable.is_empty() {
+                extracted.extractor.as_str().to_owned()
+            } else {
+                format!(
+                    "{}, OCR {}",
+                    extracted.extractor.as_str(),
+                    extracted.unreadable.len()
+                )
+            },
             ok: true,
         },
         Err(err) => Run {

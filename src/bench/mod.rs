@@ -4,6 +4,7 @@
 mod embed;
 mod evidence;
 mod extract;
+mod ocr;
 mod pipeline;
 mod quality;
 mod queue;
@@ -22,7 +23,8 @@ pub enum BenchCommand {
     /// and graphile-worker on the same server.
     Queue(queue::QueueBench),
     /// PDF extraction: our extract step against poppler's pdftotext on the same files, in
-    /// pages/s and MB/s, with the failures of each.
+    /// pages/s and MB/s, with the failures of each; then OCR against ocrmypdf --sidecar
+    /// (pages/s and character agreement).
     Extract(extract::ExtractBench),
     /// Chunk boundaries: the share of the evaluation set's evidence sentences that lie inside
     /// one chunk, with paragraphs rebuilt against the extractors' raw line output.
