@@ -1,8 +1,8 @@
 //! The OCR half of `docket bench extract`: our OCR against `ocrmypdf --sidecar` on the same
 //! files and languages, one file at a time.
 //!
-//! The files are the corpus PDFs on which every page needs OCR (scans, text drawn as curves,
-//! all-garbage text layers) and the images found in the corpus and image folders (sniffed from
+//! The files are the corpus PDFs none of whose pages has a text layer (scans, text drawn as
+//! curves, a blank page) and the images found in the corpus and image folders (sniffed from
 //! their bytes, so `typewriter.pdf`, a PNG, counts). "Ours" is the worker's whole extract step
 //! on the file ([`extract::extract`]: the text-layer probe, then OCR), so its time includes
 //! every process start. The reference is `ocrmypdf -l LANGS --force-ocr --sidecar` with the
@@ -57,8 +57,15 @@ pub(super) async fn files(pdf_dir: &Path, image_dir: &Path, limits: &PdfLimits) 
                 DocKind::Image => true,
                 DocKind::Pdf if dir == pdf_dir => {
                     match extract::extract_text_layer(&bytes, &sniffed, limits).await {
+                        // Scans: no page has any text layer. Garbage text layers are left
+                        // out: what OCR reads there depends on fonts, not on the scan.
                         Ok(layer) => {
-                            !layer.pages.is_empty() && layer.unreadable.len() == layer.pages.len()
+                            !layer.pages.is_empty()
+                                && layer.unreadable.len() == layer.pages.len()
+                                && layer
+                                    .unreadable
+                                    .iter()
+                                    .all(|(_, problem)| *problem == extract::TextProblem::Empty)
                         }
                         Err(_) => false,
                     }
