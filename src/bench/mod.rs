@@ -17,6 +17,9 @@ use clap::Subcommand;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// The benchmarks.
+// Parsed once per process from the command line: the size of the largest variant (the
+// search-quality bench carries every pipeline setting) costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// The job queue: enqueue rate, drain rate against the raw SQL ceiling, pickup latency,
