@@ -13,6 +13,7 @@ mod keyword;
 mod local;
 mod metrics;
 mod models;
+mod multilingual;
 mod pipeline;
 mod queue;
 mod schedule;
