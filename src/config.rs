@@ -253,10 +253,19 @@ impl WorkerConfigArgs {
     }
 }
 
-/// Where scripts/get-model.sh installs the default model: ~/.cache/docket/models/all-MiniLM-L6-v2.
-pub fn default_model_dir() -> PathBuf {
+/// The local model docket embeds with when `DOCKET_MODEL_DIR` is unset; README.md ("Which local
+/// model") says how it was chosen.
+pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+
+/// Where scripts/get-model.sh installs `model`: ~/.cache/docket/models/<model>.
+pub fn model_cache_dir(model: &str) -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-    home.join(".cache/docket/models/all-MiniLM-L6-v2")
+    home.join(".cache/docket/models").join(model)
+}
+
+/// Where scripts/get-model.sh installs the default model ([`DEFAULT_MODEL`]).
+pub fn default_model_dir() -> PathBuf {
+    model_cache_dir(DEFAULT_MODEL)
 }
 
 /// A setting, or a combination of settings, that cannot work.

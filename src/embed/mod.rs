@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | [`hash`] | deterministic feature hashing, for tests and machines without a model |
 //! | [`openai`] | any OpenAI-compatible `/embeddings` endpoint, batched, retried in-call |
-//! | [`local`] | a BERT sentence-embedding model in-process (candle): the offline default |
+//! | [`local`] | a BERT or XLM-R sentence-embedding model in-process (candle): the offline default |
 //! | [`limiter`] | the one per-process requests/tokens limiter, held inside the HTTP provider |
 //! | [`error`] | [`EmbedError`] and the single status → strategy classification |
 //! | [`secret`] | the API key wrapper that never prints itself |
@@ -16,6 +16,11 @@
 //! Token counts for batching and the tokens-per-minute limit are *estimates*
 //! ([`estimate_tokens`]); only the local model counts exactly, with its own tokenizer
 //! ([`Embedder::local_token_counter`]), because its truncation makes the chunker's counts matter.
+//!
+//! Every text is embedded for a [`Purpose`]: as a query (what a person searches with) or as a
+//! passage (what is stored). Models such as E5 are trained with a different prefix for each and
+//! need it; the others ignore the purpose. [`Embedder::embed`] is the passage case, which is
+//! what the pipeline stores; search embeds with [`Embedder::embed_as`] and [`Purpose::Query`].
 
 pub mod error;
 pub mod hash;
@@ -27,11 +32,20 @@ pub mod secret;
 pub use error::EmbedError;
 pub use hash::HashEmbedder;
 pub use limiter::{Limiter, RateLimits};
-pub use local::{LocalConfig, LocalEmbedder, LocalTokens};
+pub use local::{LocalConfig, LocalEmbedder, LocalTokens, Prompts};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use secret::Secret;
 
 use std::sync::Arc;
+
+/// What a text is embedded as: asymmetric models (E5) put a different prompt in front of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A search query.
+    Query,
+    /// A stored passage (a chunk of a document).
+    Passage,
+}
 
 /// An embedding provider. Cloning is cheap; clones share the HTTP client and the limiter.
 #[derive(Debug, Clone)]
@@ -40,7 +54,7 @@ pub enum Embedder {
     Hash(HashEmbedder),
     /// An OpenAI-compatible HTTP endpoint.
     OpenAi(OpenAiEmbedder),
-    /// A BERT sentence-embedding model run in this process.
+    /// A BERT or XLM-R sentence-embedding model run in this process.
     Local(LocalEmbedder),
 }
 
@@ -104,12 +118,23 @@ impl Embedder {
         }
     }
 
-    /// Embeds `texts`, returning one vector of [`Embedder::dims`] values per text, in order.
+    /// Embeds `texts` as passages (what is stored), returning one vector of
+    /// [`Embedder::dims`] values per text, in order.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_as(texts, Purpose::Passage).await
+    }
+
+    /// Embeds `texts` as `purpose`. Only the local model's prompts depend on it: hashing is
+    /// symmetric, and an OpenAI-compatible endpoint takes its texts as they are.
+    pub async fn embed_as(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         match self {
             Self::Hash(h) => Ok(h.embed_all(texts)),
             Self::OpenAi(o) => o.embed(texts).await,
-            Self::Local(l) => l.embed(texts).await,
+            Self::Local(l) => l.embed(texts, purpose).await,
         }
     }
 

@@ -50,7 +50,7 @@ use super::rank::place;
 use super::{
     Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, VersionRole, VersionSearched,
 };
-use crate::embed::Embedder;
+use crate::embed::{Embedder, Purpose};
 use crate::models::{self, ModelVersion};
 
 /// Which documents' vectors one nearest-neighbour query may return; the documents are `$3`.
@@ -224,7 +224,10 @@ impl Searcher {
             if let std::collections::hash_map::Entry::Vacant(slot) =
                 embedded.entry(route.embedder.model_id())
             {
-                let mut vectors = route.embedder.embed(&[query.to_owned()]).await?;
+                let mut vectors = route
+                    .embedder
+                    .embed_as(&[query.to_owned()], Purpose::Query)
+                    .await?;
                 slot.insert(Vector::from(vectors.pop().unwrap_or_default()));
             }
         }

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use docket::documents::{self, NewDocument};
-use docket::embed::{Embedder, LocalConfig, LocalEmbedder};
+use docket::embed::{Embedder, LocalConfig, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
 use docket::pipeline::chunk::TokenCounter;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
@@ -94,7 +94,9 @@ fn local_vectors_match_sentence_transformers_for_every_reference_text() {
     );
     let texts: Vec<String> = fixture.texts.iter().map(|r| r.text.clone()).collect();
     // All at once: sorted into length buckets and padded, as the pipeline calls it.
-    let vectors = model.embed_blocking(&texts).expect("embed the fixture");
+    let vectors = model
+        .embed_blocking(&texts, Purpose::Passage)
+        .expect("embed the fixture");
     assert_eq!(vectors.len(), texts.len());
     let mut worst = (f32::MAX, String::new());
     for (reference, vector) in fixture.texts.iter().zip(&vectors) {
@@ -140,9 +142,11 @@ fn a_text_gets_the_same_vector_alone_as_packed_among_others() {
     let short = "Does the warranty cover water damage?".to_owned();
     let long = "A long neighbour packed right before the short text. ".repeat(20);
     let alone = model
-        .embed_blocking(std::slice::from_ref(&short))
+        .embed_blocking(std::slice::from_ref(&short), Purpose::Passage)
         .expect("embed");
-    let batched = model.embed_blocking(&[long, short]).expect("embed");
+    let batched = model
+        .embed_blocking(&[long, short], Purpose::Passage)
+        .expect("embed");
     let similarity = cosine(&alone[0], &batched[1]);
     assert!(
         similarity > 0.99999,
@@ -158,11 +162,13 @@ fn a_batch_split_into_several_forward_passes_keeps_every_vector_in_place() {
     let texts: Vec<String> = (0..per_pass + 3)
         .map(|i| format!("Text number {i} repeats its own words. ").repeat(40))
         .collect();
-    let batched = model.embed_blocking(&texts).expect("embed the batch");
+    let batched = model
+        .embed_blocking(&texts, Purpose::Passage)
+        .expect("embed the batch");
     assert_eq!(batched.len(), texts.len());
     for i in [0, per_pass - 1, per_pass, texts.len() - 1] {
         let alone = model
-            .embed_blocking(std::slice::from_ref(&texts[i]))
+            .embed_blocking(std::slice::from_ref(&texts[i]), Purpose::Passage)
             .expect("embed one text");
         let similarity = cosine(&alone[0], &batched[i]);
         assert!(similarity > 0.99999, "text {i}: cosine {similarity}");
@@ -283,7 +289,7 @@ async fn a_paraphrased_question_finds_its_pdf_by_vector_and_not_by_words(pool: P
         assert_eq!(word_hits, 0, "{question:?} shares words with {expected}");
 
         let vector = embedder
-            .embed(&[question.to_owned()])
+            .embed_as(&[question.to_owned()], Purpose::Query)
             .await
             .expect("embed question");
         let nearest: Vec<(i64, f64)> = sqlx::query_as(

@@ -13,7 +13,13 @@
 //!   and vectorised ([`super::kernels`]).
 //!
 //! It computes exactly BERT's function (erf GELU, post-layer-norm residuals, absolute positions,
-//! token type 0), checked against sentence-transformers' vectors by the reference test.
+//! token type 0), checked against sentence-transformers' vectors by the reference test. The
+//! XLM-RoBERTa family is the same function with one difference that matters here: its position
+//! ids start after the padding index (`pad_token_id + 1`, so 2 for XLM-R), and its position table
+//! has that many more rows. [`Family`] is read from `config.json`'s `model_type`. (Note that
+//! multilingual-e5-small itself is a BERT model with an XLM-R tokenizer: `model_type` "bert",
+//! positions from 0; its larger siblings are XLM-RoBERTa models.) Both families embed single
+//! texts, so only token type 0 is ever used.
 
 use std::collections::HashMap;
 
@@ -22,9 +28,15 @@ use rayon::prelude::*;
 
 use super::kernels::{self, EmbeddingTables, Span};
 
-/// The fields of a Hugging Face BERT `config.json` the encoder reads.
+/// The fields of a Hugging Face BERT or XLM-RoBERTa `config.json` the encoder reads.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct BertConfig {
+    /// `bert`, `xlm-roberta`, `roberta`, …: see [`Family`].
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    /// The padding token, whose index XLM-R positions start after.
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub num_attention_heads: usize,
@@ -36,6 +48,50 @@ pub struct BertConfig {
     pub hidden_act: String,
     #[serde(default = "default_positions")]
     pub position_embedding_type: String,
+}
+
+fn default_model_type() -> String {
+    "bert".to_owned()
+}
+
+/// How a model family numbers positions: the only way the two families' encoders differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// BERT: positions 0, 1, 2, …
+    Bert,
+    /// RoBERTa and XLM-RoBERTa: positions `pad + 1`, `pad + 2`, … (fairseq's numbering, which
+    /// keeps row `pad` for padding tokens).
+    Roberta { pad: u32 },
+}
+
+impl BertConfig {
+    /// The family `model_type` names; an unknown type is refused rather than guessed.
+    pub fn family(&self) -> Result<Family, String> {
+        match self.model_type.as_str() {
+            "bert" => Ok(Family::Bert),
+            "roberta" | "xlm-roberta" | "camembert" => Ok(Family::Roberta {
+                pad: self.pad_token_id.unwrap_or(1),
+            }),
+            other => Err(format!(
+                "model_type {other:?} is not supported (bert, roberta, xlm-roberta, camembert)"
+            )),
+        }
+    }
+
+    /// The first position id of a text.
+    pub fn first_position(&self) -> Result<usize, String> {
+        Ok(match self.family()? {
+            Family::Bert => 0,
+            Family::Roberta { pad } => pad as usize + 1,
+        })
+    }
+
+    /// Most tokens of one text (special tokens included) that have a position.
+    pub fn max_tokens(&self) -> Result<usize, String> {
+        Ok(self
+            .max_position_embeddings
+            .saturating_sub(self.first_position()?))
+    }
 }
 
 fn default_eps() -> f64 {
@@ -85,7 +141,10 @@ pub struct Encoder {
     hidden: usize,
     eps: f32,
     vocab: usize,
-    max_positions: usize,
+    /// The position id of a text's first token (0 for BERT, `pad + 1` for XLM-R).
+    first_position: usize,
+    /// Most tokens per text: the positions after `first_position`.
+    max_tokens: usize,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -98,11 +157,12 @@ impl std::fmt::Debug for Encoder {
     }
 }
 
-/// Finds `name` with or without the `bert.` prefix some checkpoints use.
+/// Finds `name` with or without the `bert.` / `roberta.` prefix some checkpoints use.
 fn weight(weights: &HashMap<String, Tensor>, name: &str) -> candle_core::Result<Tensor> {
     weights
         .get(name)
         .or_else(|| weights.get(&format!("bert.{name}")))
+        .or_else(|| weights.get(&format!("roberta.{name}")))
         .ok_or_else(|| candle_core::Error::Msg(format!("the weight {name} is missing")))?
         .to_dtype(DType::F32)
 }
@@ -144,6 +204,14 @@ impl Encoder {
             candle_core::bail!(
                 "position_embedding_type {:?} is not supported (only \"absolute\")",
                 config.position_embedding_type
+            );
+        }
+        let first_position = config.first_position().map_err(candle_core::Error::Msg)?;
+        let max_tokens = config.max_tokens().map_err(candle_core::Error::Msg)?;
+        if max_tokens < 2 {
+            candle_core::bail!(
+                "max_position_embeddings {} leaves no positions after {first_position}",
+                config.max_position_embeddings
             );
         }
         let heads = config.num_attention_heads;
@@ -199,7 +267,8 @@ impl Encoder {
             hidden,
             eps: config.layer_norm_eps as f32,
             vocab: config.vocab_size,
-            max_positions: config.max_position_embeddings,
+            first_position,
+            max_tokens,
         })
     }
 
@@ -210,11 +279,11 @@ impl Encoder {
         let mut ids = Vec::new();
         let mut positions = Vec::new();
         for text in batch {
-            if text.len() > self.max_positions {
+            if text.len() > self.max_tokens {
                 candle_core::bail!(
                     "a text of {} tokens is longer than the model's {} positions",
                     text.len(),
-                    self.max_positions
+                    self.max_tokens
                 );
             }
             if let Some(id) = text.iter().find(|&&id| id as usize >= self.vocab) {
@@ -225,7 +294,8 @@ impl Encoder {
                 len: text.len(),
             });
             ids.extend_from_slice(text);
-            positions.extend(0..text.len() as u32);
+            let first = self.first_position as u32;
+            positions.extend(first..first + text.len() as u32);
         }
         let tokens = ids.len();
         if tokens == 0 {
@@ -421,5 +491,132 @@ impl candle_core::InplaceOp2 for AddNorm<'_> {
         };
         kernels::add_layer_norm(x, y, self.bias, norm);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HIDDEN: usize = 8;
+    const VOCAB: usize = 10;
+    const POSITIONS: usize = 6;
+
+    /// Deterministic values in [-0.5, 0.5): a tiny model needs no realism, only fixed weights.
+    fn values(seed: u64, n: usize) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    fn tensor(seed: u64, shape: &[usize]) -> Tensor {
+        let n = shape.iter().product();
+        Tensor::from_vec(values(seed, n), shape, &Device::Cpu).expect("tensor")
+    }
+
+    /// A one-layer BERT-shaped model whose position table has `extra` rows in front.
+    fn weights(extra: usize) -> HashMap<String, Tensor> {
+        let mut w = HashMap::new();
+        let mut put = |name: &str, seed: u64, shape: &[usize]| {
+            w.insert(name.to_owned(), tensor(seed, shape));
+        };
+        put("embeddings.word_embeddings.weight", 1, &[VOCAB, HIDDEN]);
+        put("embeddings.token_type_embeddings.weight", 3, &[1, HIDDEN]);
+        put("embeddings.LayerNorm.weight", 4, &[HIDDEN]);
+        put("embeddings.LayerNorm.bias", 5, &[HIDDEN]);
+        let p = "encoder.layer.0";
+        for (i, name) in ["query", "key", "value"].iter().enumerate() {
+            put(
+                &format!("{p}.attention.self.{name}.weight"),
+                10 + i as u64,
+                &[HIDDEN, HIDDEN],
+            );
+            put(
+                &format!("{p}.attention.self.{name}.bias"),
+                20 + i as u64,
+                &[HIDDEN],
+            );
+        }
+        put(
+            &format!("{p}.attention.output.dense.weight"),
+            30,
+            &[HIDDEN, HIDDEN],
+        );
+        put(&format!("{p}.attention.output.dense.bias"), 31, &[HIDDEN]);
+        put(
+            &format!("{p}.attention.output.LayerNorm.weight"),
+            32,
+            &[HIDDEN],
+        );
+        put(
+            &format!("{p}.attention.output.LayerNorm.bias"),
+            33,
+            &[HIDDEN],
+        );
+        put(
+            &format!("{p}.intermediate.dense.weight"),
+            40,
+            &[2 * HIDDEN, HIDDEN],
+        );
+        put(&format!("{p}.intermediate.dense.bias"), 41, &[2 * HIDDEN]);
+        put(
+            &format!("{p}.output.dense.weight"),
+            42,
+            &[HIDDEN, 2 * HIDDEN],
+        );
+        put(&format!("{p}.output.dense.bias"), 43, &[HIDDEN]);
+        put(&format!("{p}.output.LayerNorm.weight"), 44, &[HIDDEN]);
+        put(&format!("{p}.output.LayerNorm.bias"), 45, &[HIDDEN]);
+        // The rows BERT reads for positions 0.. are the same in both shapes; XLM-R's leading
+        // rows (padding's and one unused) hold other values, as in real checkpoints.
+        let front = values(99, extra * HIDDEN);
+        let rows = values(2, POSITIONS * HIDDEN);
+        let table = [front, rows].concat();
+        w.insert(
+            "embeddings.position_embeddings.weight".to_owned(),
+            Tensor::from_vec(table, (extra + POSITIONS, HIDDEN), &Device::Cpu).expect("table"),
+        );
+        w
+    }
+
+    fn config(model_type: &str, positions: usize) -> BertConfig {
+        serde_json::from_value(serde_json::json!({
+            "model_type": model_type,
+            "pad_token_id": 1,
+            "vocab_size": VOCAB,
+            "hidden_size": HIDDEN,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "max_position_embeddings": positions,
+        }))
+        .expect("config")
+    }
+
+    #[test]
+    fn xlm_roberta_positions_start_after_the_padding_index() {
+        let bert = Encoder::load(&weights(0), &config("bert", POSITIONS)).expect("bert");
+        let xlmr =
+            Encoder::load(&weights(2), &config("xlm-roberta", POSITIONS + 2)).expect("xlm-r");
+        let texts: [&[u32]; 2] = [&[0, 5, 7, 2], &[0, 4, 4, 9, 3, 2]];
+        let a = bert.embed_packed(&texts).expect("bert embeds");
+        let b = xlmr.embed_packed(&texts).expect("xlm-r embeds");
+        for (x, y) in a.iter().zip(&b) {
+            for (u, v) in x.iter().zip(y) {
+                assert!((u - v).abs() < 1e-5, "{x:?} against {y:?}");
+            }
+        }
+        // Both read six positions; a seventh token has none.
+        assert_eq!(
+            config("xlm-roberta", POSITIONS + 2).max_tokens(),
+            Ok(POSITIONS)
+        );
+        assert!(xlmr.embed_packed(&[&[0, 1, 2, 3, 4, 5, 6]]).is_err());
+        assert!(config("gpt2", 8).family().is_err());
     }
 }

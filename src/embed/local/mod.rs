@@ -1,10 +1,13 @@
-//! The local embedder: a BERT-family sentence-embedding model (all-MiniLM-L6-v2 by default) run
-//! inside docket with candle, so semantic search works with no API key and no network service.
+//! The local embedder: a BERT- or XLM-RoBERTa-family sentence-embedding model (all-MiniLM-L6-v2,
+//! multilingual-e5-small, or any such Hugging Face directory) run inside docket with candle, so
+//! semantic search works with no API key and no network service.
 //!
-//! It reproduces what sentence-transformers computes for such a model: WordPiece tokens from the
-//! model's own `tokenizer.json`, truncated at the model's max sequence length (256 for
+//! It reproduces what sentence-transformers computes for such a model: the model's prompt for
+//! the text's [`Purpose`] put in front (`query: ` / `passage: ` for E5 models, nothing for
+//! MiniLM; see [`settings`]), tokens from the model's own `tokenizer.json` (WordPiece or
+//! SentencePiece Unigram), truncated at the model's max sequence length (256 for
 //! all-MiniLM-L6-v2, from `sentence_bert_config.json`, *not* the 128 the shipped tokenizer file
-//! asks for), the BERT encoder, mean pooling over the attention mask, and L2 normalisation.
+//! asks for; 512 for multilingual-e5-small), the encoder, mean pooling, and L2 normalisation.
 //!
 //! Speed: the encoder ([`bert`]) packs the texts of a batch end to end, with no padding, so every
 //! linear layer is one large matrix product over all their tokens; attention runs per text over
@@ -25,13 +28,15 @@ use std::sync::Arc;
 use candle_core::Device;
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::EmbedError;
+use super::{EmbedError, Purpose};
 use crate::pipeline::chunk::TokenCounter;
 
 mod bert;
 mod kernels;
+mod settings;
 
 use bert::{BertConfig, Encoder};
+pub use settings::Prompts;
 
 /// Most tokens in one forward pass. Large enough that the products stay efficient (measured:
 /// no gain past it), small enough to bound memory: the widest intermediate is
@@ -62,6 +67,8 @@ struct Inner {
     counter: Tokenizer,
     /// The directory's name, standing for the model in `model_id`.
     name: String,
+    /// What goes in front of queries and of passages.
+    prompts: Prompts,
     dims: usize,
     /// Most tokens per text, special tokens included.
     max_tokens: usize,
@@ -78,23 +85,22 @@ impl std::fmt::Debug for LocalEmbedder {
             .field("dims", &self.inner.dims)
             .field("max_tokens", &self.inner.max_tokens)
             .field("threads", &self.inner.threads)
+            .field("prompts", &self.inner.prompts)
             .finish()
     }
 }
 
-/// The part of `sentence_bert_config.json` that matters here.
-#[derive(serde::Deserialize)]
-struct SentenceBertConfig {
-    max_seq_length: Option<usize>,
-}
-
 impl LocalEmbedder {
-    /// Loads the model in `config.model_dir` (reads about 90 MB for all-MiniLM-L6-v2).
+    /// Loads the model in `config.model_dir` (reads about 90 MB for all-MiniLM-L6-v2, 470 MB
+    /// for multilingual-e5-small, most of it its 250,037-row word table).
     pub fn load(config: &LocalConfig) -> Result<Self, EmbedError> {
         let dir = &config.model_dir;
         let bert: BertConfig = serde_json::from_slice(&read(dir, "config.json")?)
             .map_err(|err| config_error(dir, format!("config.json is not a BERT config: {err}")))?;
-        let max_tokens = max_sequence_length(dir, &bert)?;
+        bert.family().map_err(|err| config_error(dir, err))?;
+        let max_tokens = settings::max_sequence_length(dir, &bert)?;
+        let prompts = settings::prompts(dir)?;
+        settings::check_pooling(dir)?;
 
         let mut counter = Tokenizer::from_bytes(read(dir, "tokenizer.json")?)
             .map_err(|err| config_error(dir, format!("tokenizer.json: {err}")))?;
@@ -116,7 +122,8 @@ impl LocalEmbedder {
             candle_core::safetensors::load_buffer(&read(dir, "model.safetensors")?, &Device::Cpu)
                 .map_err(|err| config_error(dir, format!("model.safetensors: {err}")))?;
         let model = Encoder::load(&weights, &bert)
-            .map_err(|err| config_error(dir, format!("loading the BERT weights: {err}")))?;
+            .map_err(|err| config_error(dir, format!("loading the weights: {err}")))?;
+        drop(weights);
 
         let threads = config.threads.max(1);
         let pool = rayon::ThreadPoolBuilder::new()
@@ -124,18 +131,13 @@ impl LocalEmbedder {
             .thread_name(|i| format!("docket-embed-{i}"))
             .build()
             .map_err(|err| config_error(dir, format!("starting {threads} threads: {err}")))?;
-        let name = dir
-            .canonicalize()
-            .unwrap_or_else(|_| dir.clone())
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_owned());
         Ok(Self {
             inner: Arc::new(Inner {
                 model,
                 tokenizer,
                 counter,
-                name,
+                name: settings::directory_name(dir),
+                prompts,
                 dims: bert.hidden_size,
                 max_tokens,
                 threads,
@@ -145,13 +147,25 @@ impl LocalEmbedder {
         })
     }
 
-    /// `local:<model>-<max tokens>:<dims>`, e.g. `local:all-MiniLM-L6-v2-256:384`: the max
-    /// length is part of the name because it changes the vectors of long texts.
+    /// `local:<model>-<max tokens>[-prompts-<tag>]:<dims>`, e.g. `local:all-MiniLM-L6-v2-256:384`
+    /// or `local:multilingual-e5-small-512-prompts-<tag>:384`: the max length and the prompts
+    /// are part of the name because they change the vectors ([`Prompts::tag`] hashes both
+    /// prompts; a model without prompts keeps the name it always had).
     pub fn model_id(&self) -> String {
+        let prompts = if self.inner.prompts.is_empty() {
+            String::new()
+        } else {
+            format!("-prompts-{}", self.inner.prompts.tag())
+        };
         format!(
-            "local:{}-{}:{}",
+            "local:{}-{}{prompts}:{}",
             self.inner.name, self.inner.max_tokens, self.inner.dims
         )
+    }
+
+    /// The prompts put in front of queries and passages (empty for most models).
+    pub fn prompts(&self) -> &Prompts {
+        &self.inner.prompts
     }
 
     /// Length of every vector.
@@ -177,8 +191,12 @@ impl LocalEmbedder {
         }
     }
 
-    /// Embeds `texts` on the blocking pool, one call at a time per process.
-    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Embeds `texts` as `purpose` on the blocking pool, one call at a time per process.
+    pub async fn embed(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -190,28 +208,49 @@ impl LocalEmbedder {
             .map_err(|err| EmbedError::permanent(format!("local embedder closed: {err}")))?;
         let this = self.clone();
         let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || this.embed_blocking(&texts))
+        tokio::task::spawn_blocking(move || this.embed_blocking(&texts, purpose))
             .await
             .map_err(|err| EmbedError::permanent(format!("local embedder task failed: {err}")))?
     }
 
-    /// Embeds `texts` on the calling thread (inside the inference pool); for benchmarks and
-    /// callers that are already off the async runtime.
-    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Embeds `texts` as `purpose` on the calling thread (inside the inference pool); for
+    /// benchmarks and callers that are already off the async runtime.
+    pub fn embed_blocking(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inner = &self.inner;
-        inner.pool.install(|| inner.embed_packed(texts))
+        inner.pool.install(|| inner.embed_packed(texts, purpose))
+    }
+
+    /// The token ids the model reads for `text` as `purpose`: prompt, special tokens and
+    /// truncation included (for checking against a reference tokenizer).
+    pub fn token_ids(&self, text: &str, purpose: Purpose) -> Result<Vec<u32>, EmbedError> {
+        self.inner.encode(text, purpose)
     }
 }
 
 impl Inner {
-    fn embed_packed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn encode(&self, text: &str, purpose: Purpose) -> Result<Vec<u32>, EmbedError> {
+        let prompt = self.prompts.for_purpose(purpose);
+        let encoding = if prompt.is_empty() {
+            self.tokenizer.encode_fast(text, true)
+        } else {
+            self.tokenizer.encode_fast(format!("{prompt}{text}"), true)
+        }
+        .map_err(|err| EmbedError::permanent(format!("tokenizing: {err}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    fn embed_packed(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encoded = Vec::with_capacity(texts.len());
         for text in texts {
-            let encoding = self
-                .tokenizer
-                .encode_fast(text.as_str(), true)
-                .map_err(|err| EmbedError::permanent(format!("tokenizing: {err}")))?;
-            encoded.push(encoding.get_ids().to_vec());
+            encoded.push(self.encode(text, purpose)?);
         }
         let mut vectors = Vec::with_capacity(texts.len());
         for pass in passes(&encoded, TOKENS_PER_PASS) {
@@ -270,33 +309,11 @@ impl TokenCounter for LocalTokens {
     }
 }
 
-/// The model's max sequence length: sentence-transformers' `max_seq_length` when the directory
-/// has one, else the position-embedding count; never more than the latter.
-fn max_sequence_length(dir: &Path, bert: &BertConfig) -> Result<usize, EmbedError> {
-    let path = dir.join("sentence_bert_config.json");
-    let configured = match std::fs::read(&path) {
-        Ok(bytes) => {
-            serde_json::from_slice::<SentenceBertConfig>(&bytes)
-                .map_err(|err| config_error(dir, format!("sentence_bert_config.json: {err}")))?
-                .max_seq_length
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => {
-            return Err(config_error(
-                dir,
-                format!("sentence_bert_config.json: {err}"),
-            ));
-        }
-    };
-    let limit = bert.max_position_embeddings;
-    Ok(configured.unwrap_or(limit).clamp(2, limit.max(2)))
-}
-
 fn read(dir: &Path, file: &str) -> Result<Vec<u8>, EmbedError> {
     std::fs::read(dir.join(file)).map_err(|err| config_error(dir, format!("reading {file}: {err}")))
 }
 
-fn config_error(dir: &Path, message: String) -> EmbedError {
+pub(super) fn config_error(dir: &Path, message: String) -> EmbedError {
     EmbedError::Config {
         message: format!(
             "local model in {}: {message} (scripts/get-model.sh installs the default model)",
