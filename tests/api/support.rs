@@ -73,8 +73,32 @@ pub async fn spawn_api_with(
     max_upload_bytes: u64,
     guard: http::Guard,
 ) -> Api {
-    let stop = tokio_util::sync::CancellationToken::new();
     let embedder = docket::embed::Embedder::Hash(docket::embed::HashEmbedder::new(384));
+    spawn_api_serving(pool, token, max_upload_bytes, guard, embedder).await
+}
+
+/// [`spawn_api_with_limit`] whose searches embed queries with `embedder`.
+pub async fn spawn_api_embedding_with(
+    pool: sqlx::PgPool,
+    token: Option<&str>,
+    max_upload_bytes: u64,
+    embedder: Embedder,
+) -> Api {
+    let guard = http::Guard {
+        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
+        ..http::Guard::default()
+    };
+    spawn_api_serving(pool, token, max_upload_bytes, guard, embedder).await
+}
+
+async fn spawn_api_serving(
+    pool: sqlx::PgPool,
+    token: Option<&str>,
+    max_upload_bytes: u64,
+    guard: http::Guard,
+    embedder: Embedder,
+) -> Api {
+    let stop = tokio_util::sync::CancellationToken::new();
     let model = docket::models::ModelVersion::of(
         &embedder,
         &docket::pipeline::chunk::ChunkConfig::default(),
