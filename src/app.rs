@@ -82,10 +82,27 @@ pub async fn pipeline(
         settings.pdf_limits()?,
     );
     pipeline.ocr_concurrency = settings.ocr_concurrency.max(1);
+    let first_start = crate::models::get(pool, &pipeline.model.model_version)
+        .await
+        .context("looking up the embedding model version")?
+        .is_none();
     pipeline
         .prepare()
         .await
         .context("registering the embedding model version")?;
+    if let Some(previous) = crate::config::PREVIOUS_DEFAULT_MODEL
+        && first_start
+        && settings.follows_default_model()
+        && crate::models::adopt_default(pool, &pipeline.model, previous)
+            .await
+            .context("moving to the new default model")?
+    {
+        tracing::info!(
+            model_version = %pipeline.model.model_version,
+            "docket's default local model changed: this version is now active; documents move \
+             over as nightly-reembed fills their sets, and are searched under {previous} until then"
+        );
+    }
     tracing::info!(model_version = %pipeline.model.model_version, "embedding model version");
     if let Some(limiter) = pipeline.embedder.limiter() {
         crate::metrics::global().watch_limiter(limiter);

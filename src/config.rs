@@ -255,7 +255,13 @@ impl WorkerConfigArgs {
 
 /// The local model docket embeds with when `DOCKET_MODEL_DIR` is unset; README.md ("Which local
 /// model") says how it was chosen.
-pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+pub const DEFAULT_MODEL: &str = "multilingual-e5-small";
+
+/// The model that was the default before [`DEFAULT_MODEL`]. A process that runs the default
+/// (no `DOCKET_MODEL_DIR`) also loads this one when it is installed, so that an installation
+/// upgraded across the change keeps searching its old vectors while they are re-embedded, and
+/// on its first start moves the active version over ([`crate::models::adopt_default`]).
+pub const PREVIOUS_DEFAULT_MODEL: Option<&str> = Some("all-MiniLM-L6-v2");
 
 /// Where scripts/get-model.sh installs `model`: ~/.cache/docket/models/<model>.
 pub fn model_cache_dir(model: &str) -> PathBuf {
@@ -280,7 +286,7 @@ pub enum EmbedderKind {
     Hash,
     /// Any OpenAI-compatible `/embeddings` endpoint.
     Openai,
-    /// A BERT sentence-embedding model in this process (all-MiniLM-L6-v2 by default).
+    /// A sentence-embedding model in this process (multilingual-e5-small by default).
     Local,
 }
 
@@ -293,7 +299,7 @@ pub struct PipelineSettings {
     pub embedder: Option<EmbedderKind>,
 
     /// The local model's directory (config.json, tokenizer.json, model.safetensors); default
-    /// ~/.cache/docket/models/all-MiniLM-L6-v2, where scripts/get-model.sh puts it.
+    /// ~/.cache/docket/models/multilingual-e5-small (the default model), where scripts/get-model.sh puts it.
     #[arg(long, env = "DOCKET_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
 
@@ -416,6 +422,18 @@ impl PipelineSettings {
         })
     }
 
+    /// Whether this process runs docket's default local model (no `DOCKET_MODEL_DIR`).
+    pub fn follows_default_model(&self) -> bool {
+        self.model_dir.is_none() && self.embedder_kind() == EmbedderKind::Local
+    }
+
+    /// The previous default model's directory, when this process runs the default and that
+    /// model is installed.
+    fn previous_default_dir(&self) -> Option<PathBuf> {
+        let dir = model_cache_dir(PREVIOUS_DEFAULT_MODEL?);
+        (self.follows_default_model() && dir.join("model.safetensors").is_file()).then_some(dir)
+    }
+
     /// The local model's settings.
     pub fn local(&self) -> crate::embed::LocalConfig {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -434,9 +452,27 @@ impl PipelineSettings {
         };
         match self.embedder_kind() {
             EmbedderKind::Hash => Ok(Embedder::Hash(HashEmbedder::new(self.hash_dims))),
-            EmbedderKind::Local => LocalEmbedder::load(&self.local())
-                .map(Embedder::Local)
-                .map_err(|err| ConfigError(err.to_string())),
+            EmbedderKind::Local => {
+                let own = LocalEmbedder::load(&self.local())
+                    .map_err(|err| ConfigError(err.to_string()))?;
+                Ok(Embedder::Local(match self.previous_default_dir() {
+                    Some(dir) => match LocalEmbedder::load(&crate::embed::LocalConfig {
+                        model_dir: dir.clone(),
+                        ..self.local()
+                    }) {
+                        Ok(previous) => own.with_previous(previous),
+                        Err(err) => {
+                            tracing::warn!(
+                                "the previous default model in {} does not load, so vectors \
+                                 it made cannot be searched here: {err}",
+                                dir.display()
+                            );
+                            own
+                        }
+                    },
+                    None => own,
+                }))
+            }
             EmbedderKind::Openai => {
                 let mut config =
                     OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());

@@ -64,14 +64,22 @@ impl ModelVersion {
 }
 
 /// The embedder that produces `version`'s vectors in a process whose own embedder is `own`, if
-/// one can be built here: `own` when it is the version's provider, model and dimensions, and
-/// any `hash:v1` version, since hashing needs no configuration. API keys, URLs and model files
+/// one can be built here: `own` when it is the version's provider, model and dimensions, the
+/// previous default local model when `own` carries it ([`crate::embed::LocalEmbedder::previous`]),
+/// and any `hash:v1` version, since hashing needs no configuration. API keys, URLs and model files
 /// are configuration, never stored, so every other version needs a process configured for it.
 /// Chunking is not looked at: it shapes the stored chunks, not how one text is embedded (the
 /// pipeline, which writes chunks, checks it itself).
 pub fn embedder_for(version: &ModelVersion, own: &Embedder) -> Option<Embedder> {
     if own.model_id() == version.model_id() {
         return Some(own.clone());
+    }
+    // A local model loaded beside ours because it was docket's previous default.
+    if let Embedder::Local(local) = own
+        && let Some(previous) = local.previous()
+        && previous.model_id() == version.model_id()
+    {
+        return Some(Embedder::Local(previous.clone()));
     }
     let dims = usize::try_from(version.dims).ok().filter(|d| *d > 0)?;
     (version.provider == "hash" && version.model == "v1")
@@ -268,6 +276,28 @@ pub async fn add(pool: &PgPool, new: &NewModelVersion) -> Result<ModelVersion, M
     let version = new.version()?;
     register(pool, &version).await?;
     Ok(version)
+}
+
+/// Moves an installation across a change of docket's default local model, on the first start
+/// of a process that runs the new default: when the active version was made by
+/// `previous_model` (the old default), `own` becomes active. Search keeps reading each document
+/// under its old version until its new set is complete, and the nightly reembed fills the sets.
+/// Answers whether it switched. Any other active version (a model someone chose) is left alone.
+pub async fn adopt_default(
+    pool: &PgPool,
+    own: &ModelVersion,
+    previous_model: &str,
+) -> Result<bool, ModelError> {
+    let Some(active) = active(pool).await? else {
+        return Ok(false);
+    };
+    let made_by_previous =
+        active.provider == "local" && active.model.starts_with(&format!("{previous_model}-"));
+    if !made_by_previous || active.model_version == own.model_version {
+        return Ok(false);
+    }
+    switch_to(pool, &own.model_version).await?;
+    Ok(true)
 }
 
 /// Activates a registered version: search keeps each document on its old version until the

@@ -30,7 +30,7 @@ fn model_dir() -> PathBuf {
 }
 
 /// The model, loaded once for the whole test binary (it is about 90 MB).
-fn model() -> LocalEmbedder {
+pub fn model() -> LocalEmbedder {
     static MODEL: OnceLock<LocalEmbedder> = OnceLock::new();
     MODEL
         .get_or_init(|| {

@@ -310,3 +310,72 @@ async fn a_french_question_finds_its_french_passage_by_vector(pool: PgPool) {
 async fn the_paraphrase_check_passes_with_the_multilingual_model_too(pool: PgPool) {
     crate::local::paraphrased_questions_find_their_documents(pool, model()).await;
 }
+
+/// `/api/search` in vector mode for `question` on `api`.
+async fn search_vector(api: &support::Api, question: &str) -> Value {
+    let q: String = url::form_urlencoded::byte_serialize(question.as_bytes()).collect();
+    let response = api
+        .client
+        .get(api.url(&format!("/api/search?q={q}&mode=vector&k=3")))
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.expect("JSON")
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn after_a_change_of_default_model_the_old_vectors_stay_searchable(pool: PgPool) {
+    // Before the upgrade: all-MiniLM-L6-v2 embedded a document, and its version is active.
+    let minilm = crate::local::model();
+    let old = support::pipeline(&pool, Embedder::Local(minilm.clone())).await;
+    let api = support::spawn_api(pool.clone(), None).await;
+    let id = support::upload_one(
+        &api,
+        "pdfjs-README.md",
+        support::fixture("text/pdfjs-README.md"),
+    )
+    .await;
+    support::drive(&pool, &support::pipeline_worker(&pool, &old, 1), 20).await;
+
+    // After it: multilingual-e5-small, with the old default loaded beside it, takes over.
+    let e5 = Embedder::Local(model().with_previous(minilm));
+    let new = support::pipeline(&pool, e5.clone()).await;
+    assert!(
+        docket::models::adopt_default(&pool, &new.model, "all-MiniLM-L6-v2")
+            .await
+            .expect("adopt")
+    );
+    let active = docket::models::active(&pool).await.expect("active");
+    assert_eq!(
+        active.map(|v| v.model_version),
+        Some(new.model.model_version.clone())
+    );
+    // Someone's own choice is never overridden: a second call changes nothing.
+    assert!(
+        !docket::models::adopt_default(&pool, &new.model, "all-MiniLM-L6-v2")
+            .await
+            .expect("adopt")
+    );
+
+    // The document has no e5 set yet: it is searched through its MiniLM vectors, with the
+    // query embedded by MiniLM.
+    let question = "how do I serve the viewer from my own machine during development";
+    let api = support::spawn_api_embedding_with(pool.clone(), None, 4 << 20, e5).await;
+    let body = search_vector(&api, question).await;
+    assert_eq!(body["partial"], false, "{body}");
+    let first = &body["hits"][0];
+    assert_eq!(first["document_id"], id, "{body}");
+    assert_eq!(
+        first["model_version"],
+        old.model.model_version.as_str(),
+        "{body}"
+    );
+
+    // Without the old model beside it, a server cannot search those vectors.
+    let alone =
+        support::spawn_api_embedding_with(pool.clone(), None, 4 << 20, Embedder::Local(model()))
+            .await;
+    let body = search_vector(&alone, question).await;
+    assert_eq!(body["partial"], true, "{body}");
+}

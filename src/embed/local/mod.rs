@@ -53,10 +53,14 @@ pub struct LocalConfig {
     pub threads: usize,
 }
 
-/// The in-process BERT embedder. Cloning is cheap; clones share the model and the pool.
+/// The in-process embedder. Cloning is cheap; clones share the model and the pool.
 #[derive(Clone)]
 pub struct LocalEmbedder {
     inner: Arc<Inner>,
+    /// The model this one replaced as docket's default, when it is installed: loaded beside it
+    /// so that the vectors it made stay searchable (and its sets can still be filled) while an
+    /// upgraded installation moves to the new model. `None` for most processes.
+    previous: Option<Arc<LocalEmbedder>>,
 }
 
 struct Inner {
@@ -132,6 +136,7 @@ impl LocalEmbedder {
             .build()
             .map_err(|err| config_error(dir, format!("starting {threads} threads: {err}")))?;
         Ok(Self {
+            previous: None,
             inner: Arc::new(Inner {
                 model,
                 tokenizer,
@@ -161,6 +166,18 @@ impl LocalEmbedder {
             "local:{}-{}{prompts}:{}",
             self.inner.name, self.inner.max_tokens, self.inner.dims
         )
+    }
+
+    /// This embedder with `previous` beside it (see [`LocalEmbedder::previous`]).
+    pub fn with_previous(mut self, previous: LocalEmbedder) -> Self {
+        self.previous = Some(Arc::new(previous));
+        self
+    }
+
+    /// The model this one replaced as the default, if it was loaded beside it:
+    /// [`crate::models::embedder_for`] hands it out for versions it made.
+    pub fn previous(&self) -> Option<&LocalEmbedder> {
+        self.previous.as_deref()
     }
 
     /// The prompts put in front of queries and passages (empty for most models).
