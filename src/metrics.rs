@@ -192,7 +192,11 @@ impl Metrics {
     pub fn rate_budget_granted(&self, elapsed: Duration) {
         self.add("docket_rate_budget_grants_total", vec![], 1);
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.add("docket_rate_budget_grant_microseconds_total", vec![], micros);
+        self.add(
+            "docket_rate_budget_grant_microseconds_total",
+            vec![],
+            micros,
+        );
     }
 
     /// Reports `limiter`'s waiting time (held weakly: a dropped limiter stops reporting).

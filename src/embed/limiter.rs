@@ -63,9 +63,9 @@ impl RateLimits {
         let interval = |per_minute: NonZeroU32| Duration::from_secs(60) / per_minute.get();
         let burst = |per_minute: NonZeroU32| interval(per_minute) * burst_for(per_minute).get();
         Ask {
-            requests: self
-                .rpm
-                .map_or(u32::MAX, |rpm| u32::try_from(share(rpm)).unwrap_or(u32::MAX)),
+            requests: self.rpm.map_or(u32::MAX, |rpm| {
+                u32::try_from(share(rpm)).unwrap_or(u32::MAX)
+            }),
             tokens: self
                 .tpm
                 .map_or(u64::MAX, |tpm| share(tpm).max(u64::from(tokens))),

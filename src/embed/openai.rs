@@ -5,8 +5,9 @@
 //! on the shared [`Limiter`], is sent, and is retried in-call on transient failures with jittered
 //! exponential backoff (the `backoff` crate's policy) for at most `max_elapsed` measured from the
 //! batch's first failure. A provider-given retry time is a floor on the wait, and a 429 pauses the
-//! whole limiter, and through the fleet budget every process, so no other worker knocks early. When the budget would be overrun the last error
-//! is returned as it is, so the queue reschedules the job (a 429 without spending an attempt).
+//! whole limiter, and through the fleet budget every process, so no other worker knocks early.
+//! When the budget would be overrun the last error is returned as it is, so the queue
+//! reschedules the job (a 429 without spending an attempt).
 //! Every 429 received is counted in `/metrics` (`docket_embedding_429_responses_total`), the
 //! retried ones included.
 //!

@@ -89,7 +89,9 @@ async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_
             }
             let mut sent = 0;
             while let Some(joined) = workers.join_next().await {
-                sent += joined.expect("worker task ran").expect("embedding succeeds");
+                sent += joined
+                    .expect("worker task ran")
+                    .expect("embedding succeeds");
             }
             (process, sent)
         });
@@ -101,6 +103,10 @@ async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_
     progress.sort();
     assert_eq!(progress, vec![(0, PER_PROCESS), (1, PER_PROCESS)]);
     let stats = server.stats();
+    println!(
+        "429s {}, most accepted in a window {}",
+        stats.rate_limited, stats.max_requests_in_window
+    );
     // The server refuses (429) whatever would exceed a window, so "never more than 12 offered
     // in a window" is "no 429"; accepted requests per window are reported as well.
     assert_eq!(stats.rate_limited, 0, "{stats:?}");
@@ -180,9 +186,14 @@ async fn a_worker_killed_while_holding_budget_costs_the_fleet_at_most_one_slice(
     .fetch_one(&pool)
     .await
     .expect("the child's budget row");
-    assert_eq!(key, budget.key(), "the child and this process share one row");
+    assert_eq!(
+        key,
+        budget.key(),
+        "the child and this process share one row"
+    );
     // What lies booked beyond now is the burst allowance (1 s) plus at most the one slice the
     // child held (1 s). Four workers booking for themselves would leave up to 4 s beyond it.
+    println!("booked beyond now after the kill: {booked:.3} s");
     assert!(booked > 0.0, "the child had booked ahead: {booked}");
     assert!(booked <= 2.05, "booked {booked} s beyond now");
 

@@ -312,7 +312,6 @@ pub(super) fn sentence(rng: &mut StdRng) -> String {
     sentence
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,9 +155,7 @@ fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| {
         let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
-        samples
-            .get(index)
-            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+        samples.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e6)
     };
     (at(0.5), at(0.99))
 }

@@ -341,4 +341,3 @@ async fn direct_calls(texts: &[String]) -> anyhow::Result<Direct> {
 pub(super) fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
-
