@@ -55,36 +55,29 @@ fn rpm(n: u32) -> RateLimits {
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
-async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_both_progress(
-    pool: PgPool,
+/// Runs two "processes" (own pool, own limiter, four workers each) sending `per_process`
+/// one-text requests of about `padding` extra bytes each under `limits`; asserts both finished.
+async fn two_processes(
+    pool: &PgPool,
+    server: &EmbeddingServer,
+    limits: RateLimits,
+    per_process: usize,
+    padding: usize,
 ) {
-    // The server takes 12 requests per 1 s window. The fleet limit is 240/min = 4/s: the fleet
-    // sends at most 4 a second plus the burst (1 s worth, 4) plus one slice (1), 9 < 12. Two
-    // processes that each kept 240/min to themselves would send 8 a second plus two bursts,
-    // about 16 in the first window, and be refused.
-    const WINDOW_REQUESTS: u32 = 12;
-    const PER_PROCESS: usize = 12;
-    let server = server(EmbeddingServerConfig {
-        rpm: Some(WINDOW_REQUESTS),
-        window: Duration::from_secs(1),
-        ..EmbeddingServerConfig::default()
-    })
-    .await;
     let mut processes = tokio::task::JoinSet::new();
     for process in 0..2 {
-        let own_pool = process_pool(&pool).await;
-        let embedder = fleet_embedder(&server, &own_pool, rpm(240));
+        let own_pool = process_pool(pool).await;
+        let embedder = fleet_embedder(server, &own_pool, limits);
         processes.spawn(async move {
             let mut workers = tokio::task::JoinSet::new();
             for worker in 0..4 {
                 let embedder = embedder.clone();
                 workers.spawn(async move {
-                    for i in 0..PER_PROCESS / 4 {
-                        let text = vec![format!("process {process} worker {worker} text {i}")];
-                        embedder.embed(&text).await?;
+                    for i in 0..per_process / 4 {
+                        let text = format!("process {process} worker {worker} text {i} ");
+                        embedder.embed(&[text + &"x".repeat(padding)]).await?;
                     }
-                    Ok::<usize, EmbedError>(PER_PROCESS / 4)
+                    Ok::<usize, EmbedError>(per_process / 4)
                 });
             }
             let mut sent = 0;
@@ -101,7 +94,34 @@ async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_
         progress.push(joined.expect("process task ran"));
     }
     progress.sort();
-    assert_eq!(progress, vec![(0, PER_PROCESS), (1, PER_PROCESS)]);
+    assert_eq!(progress, vec![(0, per_process), (1, per_process)]);
+}
+
+/// How many budget rows exist: the processes of a test share one.
+async fn budget_rows(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from rate_budgets")
+        .fetch_one(pool)
+        .await
+        .expect("count budgets")
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_both_progress(
+    pool: PgPool,
+) {
+    // The server takes 12 requests per 1 s window. The fleet limit is 240/min = 4/s: the fleet
+    // sends at most 4 a second plus the burst (1 s worth, 4) plus one slice (1), 9 < 12. Two
+    // processes that each kept 240/min to themselves would send 8 a second plus two bursts,
+    // about 16 in the first window, and be refused.
+    const WINDOW_REQUESTS: u32 = 12;
+    const PER_PROCESS: usize = 12;
+    let server = server(EmbeddingServerConfig {
+        rpm: Some(WINDOW_REQUESTS),
+        window: Duration::from_secs(1),
+        ..EmbeddingServerConfig::default()
+    })
+    .await;
+    two_processes(&pool, &server, rpm(240), PER_PROCESS, 0).await;
     let stats = server.stats();
     println!(
         "429s {}, most accepted in a window {}",
@@ -115,11 +135,49 @@ async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_
         "{stats:?}"
     );
     assert_eq!(stats.inputs_embedded, 2 * PER_PROCESS as u64);
-    let rows: i64 = sqlx::query_scalar("select count(*) from rate_budgets")
-        .fetch_one(&pool)
-        .await
-        .expect("count budgets");
-    assert_eq!(rows, 1, "both processes booked on one row");
+    assert_eq!(
+        budget_rows(&pool).await,
+        1,
+        "both processes booked on one row"
+    );
+}
+
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn two_processes_sharing_one_token_limit_never_send_more_tokens_than_it_per_window(
+    pool: PgPool,
+) {
+    // 600 tokens per 1 s window at the server; the fleet limit is 12 000/min = 200/s. Requests
+    // of about 45 tokens: the fleet sends at most 200 a second, plus the burst (200), plus one
+    // slice and one request (about 45 each), under 500. Two processes with 12 000/min each would
+    // send about 800 in the first window.
+    const WINDOW_TOKENS: u32 = 600;
+    let server = server(EmbeddingServerConfig {
+        tpm: Some(WINDOW_TOKENS),
+        window: Duration::from_secs(1),
+        ..EmbeddingServerConfig::default()
+    })
+    .await;
+    let limits = RateLimits {
+        rpm: None,
+        tpm: NonZeroU32::new(12_000),
+    };
+    two_processes(&pool, &server, limits, 12, 160).await;
+    let stats = server.stats();
+    println!(
+        "429s {}, most tokens accepted in a window {}",
+        stats.rate_limited, stats.max_tokens_in_window
+    );
+    assert_eq!(stats.rate_limited, 0, "{stats:?}");
+    assert!(
+        stats.max_tokens_in_window <= u64::from(WINDOW_TOKENS),
+        "{stats:?}"
+    );
+    assert_eq!(stats.inputs_embedded, 24);
+    assert_eq!(
+        budget_rows(&pool).await,
+        1,
+        "both processes booked on one row"
+    );
 }
 
 #[sqlx::test(migrator = "docket::app::MIGRATOR")]
