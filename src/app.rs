@@ -104,6 +104,10 @@ pub async fn pipeline(
         );
     }
     tracing::info!(model_version = %pipeline.model.model_version, "embedding model version");
+    // DOCKET_RPM / DOCKET_TPM are the provider's limits, shared by every process using it.
+    if pipeline.embedder.share_rate_budget(pool) {
+        tracing::info!("embedding rate limits are shared by the fleet (rate_budgets)");
+    }
     if let Some(limiter) = pipeline.embedder.limiter() {
         crate::metrics::global().watch_limiter(limiter);
     }

@@ -335,11 +335,11 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_OPENAI_DIMENSIONS")]
     pub openai_dimensions: Option<u32>,
 
-    /// Embedding requests per minute, shared by every worker of this process.
+    /// The embedding provider's requests per minute, shared by every docket process using it.
     #[arg(long, env = "DOCKET_RPM")]
     pub rpm: Option<std::num::NonZeroU32>,
 
-    /// Embedding tokens per minute, shared by every worker of this process.
+    /// The embedding provider's tokens per minute, shared by every docket process using it.
     #[arg(long, env = "DOCKET_TPM")]
     pub tpm: Option<std::num::NonZeroU32>,
 

@@ -16,7 +16,7 @@
 //! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`analysis`] | text → index terms: language detection, stemming and stop words, CJK bigrams (pure) |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
-//! | [`embed`] | text → vectors: a closed enum of providers, the shared rate limiter, in-call retries |
+//! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
 //! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
 //! | [`http`] | the axum API, server-sent events, health, and the static page |
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |

@@ -188,6 +188,17 @@ impl Metrics {
         );
     }
 
+    /// This process booked a slice of the fleet's rate budget, in one statement of `elapsed`.
+    pub fn rate_budget_granted(&self, elapsed: Duration) {
+        self.add("docket_rate_budget_grants_total", vec![], 1);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.add(
+            "docket_rate_budget_grant_microseconds_total",
+            vec![],
+            micros,
+        );
+    }
+
     /// Reports `limiter`'s waiting time (held weakly: a dropped limiter stops reporting).
     pub fn watch_limiter(&self, limiter: &Arc<Limiter>) {
         if let Ok(mut limiters) = self.limiters.lock() {
@@ -277,6 +288,16 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "docket_rate_limiter_wait_seconds_total",
         "counter",
         "Time spent waiting on the embedding rate limiter.",
+    ),
+    (
+        "docket_rate_budget_grants_total",
+        "counter",
+        "Slices of the fleet-wide embedding rate budget (rate_budgets in PostgreSQL) this process booked.",
+    ),
+    (
+        "docket_rate_budget_grant_microseconds_total",
+        "counter",
+        "Time spent in the statements that booked those slices.",
     ),
     (
         "docket_schedule_firings_total",

@@ -34,7 +34,8 @@ pub enum BenchCommand {
     Evidence(evidence::EvidenceBench),
     /// The embedding path: documents/min through upload → ready against the test embedding
     /// server at an RPM limit (achieved share of the limit), and the pipeline's own overhead
-    /// per chunk with no limit.
+    /// per chunk with no limit; with `--processes 1,2,4`, that limit shared by N real
+    /// `docket worker` processes (share used, requests over it) and the limiter's own cost.
     Pipeline(pipeline::PipelineBench),
     /// Search: p50/p95 latency of vector, text and hybrid search through the HTTP API over
     /// 100,000 chunks, and recall@10 of the HNSW index against an exact scan.

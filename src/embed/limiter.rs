@@ -1,30 +1,48 @@
-//! The process-wide embedding rate limiter: requests per minute and tokens per minute.
+//! The embedding rate limiter: requests per minute and tokens per minute, for the whole fleet.
 //!
 //! One [`Limiter`] is built per process and shared (behind an `Arc`) by every embedder clone, so
-//! every worker's calls draw from the same budget and none can go around it. It combines:
+//! every worker's calls draw from the same budget and none can go around it. `DOCKET_RPM` and
+//! `DOCKET_TPM` are the *provider's* limits (they belong to its API key), so in a running docket
+//! the authority is the fleet budget in PostgreSQL ([`super::budget`]), attached with
+//! [`Limiter::share`]: every process books its slices on one row, and adding a process never
+//! raises the total. Without a database (unit tests, one-off tools) the limiter falls back to
+//! two local GCRA buckets from `governor`, with the same burst and rate.
 //!
-//! - two GCRA buckets from `governor`, one counting requests and one counting (estimated) tokens;
-//! - a shared pause: when a provider answers 429 with a time to come back, [`Limiter::pause_until`]
-//!   holds *every* caller until then, not just the one that was refused — otherwise the other
-//!   workers would keep knocking and be refused too.
+//! **Slices.** A process books a slice at a time: about [`SLICE_SPAN`] of the limit (at least
+//! one request, and at least the tokens the waiting request needs), waits until the grant says
+//! it may start, and hands the slice out to its workers locally. One worker books while the
+//! others wait locally, so a process holds at most one slice, and a slice not spent within
+//! [`SLICE_LIFETIME`] is dropped (a process whose demand stopped must not save budget up and
+//! spend it later on top of everyone else's). A process that dies loses at most its slice.
+//! In any interval of `L` the fleet then sends at most `L` worth of the limit, plus one second's
+//! worth (the burst), plus one slice.
 //!
-//! **Burst.** A `governor` quota of N per minute lets N cells through at once and then refills at
-//! N/60 per second. Providers state limits per minute but enforce them over shorter slices too (a
-//! full minute's budget in one second is refused), so the burst here is *one second's worth*:
-//! `ceil(N / 60)`, at least 1. The sustained rate is unchanged; only the start-up burst is smaller.
+//! **Burst.** Providers state limits per minute but enforce them over shorter slices too (a full
+//! minute's budget in one second is refused), so the burst is *one second's worth*:
+//! `ceil(N / 60)`, at least 1.
 //!
-//! **Requests larger than the token bucket** are *split*, not clamped: the tokens are taken in
-//! pieces no larger than the bucket, one after another, and the request goes out when the last
-//! piece is granted. The long-run token rate therefore stays at or under the limit even for
-//! oversized batches, at the cost of a longer wait for that one request.
+//! **Pauses.** When a provider answers 429 with a time to come back, [`Limiter::pause_until`]
+//! holds every caller in this process at once and writes the pause to the fleet budget, where
+//! every other process meets it with its next grant.
+//!
+//! **Requests larger than the token bucket** wait longer, they are not clamped: the local
+//! bucket takes them in pieces, the fleet budget books them whole.
 
 use std::num::NonZeroU32;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
+
+use super::budget::{Ask, FleetBudget, Grant};
+
+/// The share of a per-minute limit one slice books: small, so a dead process wastes little
+/// and slices spread evenly over processes; large enough at high limits to spare statements.
+pub const SLICE_SPAN: Duration = Duration::from_millis(100);
+/// How long a booked slice stays usable after its start.
+pub const SLICE_LIFETIME: Duration = Duration::from_secs(1);
 
 /// The configured limits; `None` means unlimited in that dimension.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,34 +53,82 @@ pub struct RateLimits {
     pub tpm: Option<NonZeroU32>,
 }
 
+impl RateLimits {
+    /// What one slice books, for a request about to send `tokens` tokens.
+    pub fn slice_for(&self, tokens: u32) -> Ask {
+        let share = |per_minute: NonZeroU32| {
+            let span = u64::from(per_minute.get()) * SLICE_SPAN.as_millis() as u64 / 60_000;
+            span.max(1)
+        };
+        let interval = |per_minute: NonZeroU32| Duration::from_secs(60) / per_minute.get();
+        let burst = |per_minute: NonZeroU32| interval(per_minute) * burst_for(per_minute).get();
+        Ask {
+            requests: self.rpm.map_or(u32::MAX, |rpm| {
+                u32::try_from(share(rpm)).unwrap_or(u32::MAX)
+            }),
+            tokens: self
+                .tpm
+                .map_or(u64::MAX, |tpm| share(tpm).max(u64::from(tokens))),
+            request_interval: self.rpm.map(interval),
+            token_interval: self.tpm.map(interval),
+            request_burst: self.rpm.map_or(Duration::ZERO, burst),
+            token_burst: self.tpm.map_or(Duration::ZERO, burst),
+        }
+    }
+}
+
 /// The burst allowed for a per-minute limit: one second's worth, at least 1.
 pub fn burst_for(per_minute: NonZeroU32) -> NonZeroU32 {
     NonZeroU32::new(per_minute.get().div_ceil(60)).unwrap_or(NonZeroU32::MIN)
 }
 
-/// A shared requests-and-tokens limiter; see the module docs for burst and splitting.
+/// A shared requests-and-tokens limiter; see the module docs.
 pub struct Limiter {
     limits: RateLimits,
     requests: Option<DefaultDirectRateLimiter>,
     /// The token bucket and its capacity (the largest piece one wait may ask for).
     tokens: Option<(DefaultDirectRateLimiter, NonZeroU32)>,
-    /// Set after a 429: nobody sends before this instant.
+    /// The fleet budget, once attached; it then replaces the local buckets.
+    fleet: OnceLock<Fleet>,
+    /// Set after a 429: nobody in this process sends before this instant.
     paused_until: Mutex<Option<Instant>>,
     /// Total time callers spent in [`Limiter::acquire`], for metrics.
     waited_micros: AtomicU64,
+}
+
+/// The fleet budget and this process's current slice of it. The async mutex is what makes one
+/// worker book while the others wait, so the process holds one slice at most.
+struct Fleet {
+    budget: FleetBudget,
+    slice: tokio::sync::Mutex<Slice>,
+}
+
+/// What is left of the slice this process booked last.
+#[derive(Debug, Clone, Copy)]
+struct Slice {
+    requests: u32,
+    tokens: u64,
+    usable_until: Instant,
+}
+
+impl Slice {
+    fn covers(&self, tokens: u32, now: Instant) -> bool {
+        now < self.usable_until && self.requests >= 1 && self.tokens >= u64::from(tokens)
+    }
 }
 
 impl std::fmt::Debug for Limiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Limiter")
             .field("limits", &self.limits)
+            .field("fleet", &self.fleet.get().is_some())
             .field("time_waited", &self.time_waited())
             .finish_non_exhaustive()
     }
 }
 
 impl Limiter {
-    /// A limiter enforcing `limits`.
+    /// A limiter enforcing `limits` in this process, until [`Limiter::share`] attaches the fleet.
     pub fn new(limits: RateLimits) -> Self {
         let bucket = |per_minute: NonZeroU32| {
             let burst = burst_for(per_minute);
@@ -75,6 +141,7 @@ impl Limiter {
             limits,
             requests: limits.rpm.map(|rpm| bucket(rpm).0),
             tokens: limits.tpm.map(bucket),
+            fleet: OnceLock::new(),
             paused_until: Mutex::new(None),
             waited_micros: AtomicU64::new(0),
         }
@@ -85,6 +152,22 @@ impl Limiter {
         Self::new(RateLimits::default())
     }
 
+    /// Makes `budget` the authority: from now on every slice is booked there. A second call
+    /// keeps the first budget (one process, one provider row) and returns false.
+    pub fn share(&self, budget: FleetBudget) -> bool {
+        let now = Instant::now();
+        self.fleet
+            .set(Fleet {
+                budget,
+                slice: tokio::sync::Mutex::new(Slice {
+                    requests: 0,
+                    tokens: 0,
+                    usable_until: now,
+                }),
+            })
+            .is_ok()
+    }
+
     /// The limits this limiter enforces.
     pub fn limits(&self) -> RateLimits {
         self.limits
@@ -93,6 +176,23 @@ impl Limiter {
     /// Waits until one request carrying `tokens` estimated tokens may be sent.
     pub async fn acquire(&self, tokens: u32) {
         let started = Instant::now();
+        match self.fleet.get() {
+            Some(fleet) => self.acquire_from_fleet(fleet, tokens).await,
+            None => self.acquire_locally(tokens).await,
+        }
+        // The pause is checked last, right before the caller sends, so a 429 seen by another
+        // worker while this one waited still holds it back.
+        while let Some(until) = self.paused_until() {
+            if until <= Instant::now() {
+                break;
+            }
+            tokio::time::sleep_until(until).await;
+        }
+        let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.waited_micros.fetch_add(waited, Ordering::Relaxed);
+    }
+
+    async fn acquire_locally(&self, tokens: u32) {
         if let Some(requests) = &self.requests {
             requests.until_ready().await;
         }
@@ -107,26 +207,42 @@ impl Limiter {
                 remaining -= piece.get();
             }
         }
-        // The pause is checked last, right before the caller sends, so a 429 seen by another
-        // worker while this one waited on the buckets still holds it back.
-        while let Some(until) = self.paused_until() {
-            if until <= Instant::now() {
-                break;
-            }
-            tokio::time::sleep_until(until).await;
-        }
-        let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.waited_micros.fetch_add(waited, Ordering::Relaxed);
     }
 
-    /// Holds every caller of [`Limiter::acquire`] until `until` (extends, never shortens, a pause).
-    pub fn pause_until(&self, until: Instant) {
-        let mut guard = self
-            .paused_until
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if guard.is_none_or(|current| current < until) {
-            *guard = Some(until);
+    async fn acquire_from_fleet(&self, fleet: &Fleet, tokens: u32) {
+        let mut slice = fleet.slice.lock().await;
+        if !slice.covers(tokens, Instant::now()) {
+            let ask = self.limits.slice_for(tokens);
+            let grant = book(&fleet.budget, &ask).await;
+            tokio::time::sleep(grant.wait).await;
+            *slice = Slice {
+                requests: ask.requests,
+                tokens: ask.tokens,
+                usable_until: Instant::now() + SLICE_LIFETIME,
+            };
+        }
+        slice.requests -= 1;
+        slice.tokens = slice.tokens.saturating_sub(u64::from(tokens));
+    }
+
+    /// Holds every caller of [`Limiter::acquire`] in this process until `until` (extends, never
+    /// shortens, a pause), and every other process sharing the fleet budget from its next grant.
+    pub async fn pause_until(&self, until: Instant) {
+        {
+            let mut guard = self
+                .paused_until
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if guard.is_none_or(|current| current < until) {
+                *guard = Some(until);
+            }
+        }
+        if let Some(fleet) = self.fleet.get() {
+            let remaining = until.saturating_duration_since(Instant::now());
+            if let Err(error) = fleet.budget.pause_for(remaining).await {
+                // This process still pauses; the others learn of the limit from their own 429.
+                tracing::warn!(%error, "could not share a provider's pause with the fleet");
+            }
         }
     }
 
@@ -143,6 +259,27 @@ impl Limiter {
     }
 }
 
+/// One grant from the fleet budget. Waiting for budget is waiting, not failing: while the
+/// database cannot be reached the booking is retried (a worker cannot finish a job without the
+/// database either), with a growing pause.
+async fn book(budget: &FleetBudget, ask: &Ask) -> Grant {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let started = Instant::now();
+        match budget.grant(ask).await {
+            Ok(grant) => {
+                crate::metrics::global().rate_budget_granted(started.elapsed());
+                return grant;
+            }
+            Err(error) => {
+                tracing::warn!(%error, ?delay, "cannot book embedding budget; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +293,27 @@ mod tests {
         assert_eq!(burst_for(nz(600)).get(), 10);
         assert_eq!(burst_for(nz(61)).get(), 2);
         assert_eq!(burst_for(nz(3)).get(), 1);
+    }
+
+    #[test]
+    fn a_slice_is_a_tenth_of_a_second_of_the_limit_and_at_least_what_is_asked() {
+        let limits = RateLimits {
+            rpm: Some(nz(3000)),
+            tpm: Some(nz(600_000)),
+        };
+        let ask = limits.slice_for(50);
+        assert_eq!((ask.requests, ask.tokens), (5, 1000));
+        assert_eq!(ask.request_interval, Some(Duration::from_millis(20)));
+        assert_eq!(ask.request_burst, Duration::from_secs(1));
+        assert_eq!(limits.slice_for(4000).tokens, 4000);
+        let low = RateLimits {
+            rpm: Some(nz(120)),
+            tpm: None,
+        };
+        let ask = low.slice_for(10);
+        assert_eq!((ask.requests, ask.tokens), (1, u64::MAX));
+        assert_eq!(ask.token_interval, None);
+        assert_eq!(ask.request_burst, Duration::from_secs(1));
     }
 
     #[tokio::test]
@@ -175,8 +333,8 @@ mod tests {
     async fn pause_holds_back_the_next_caller_until_its_end() {
         let limiter = Limiter::unlimited();
         let until = Instant::now() + Duration::from_millis(50);
-        limiter.pause_until(until);
-        limiter.pause_until(until - Duration::from_millis(40)); // shorter: ignored
+        limiter.pause_until(until).await;
+        limiter.pause_until(until - Duration::from_millis(40)).await; // shorter: ignored
         limiter.acquire(1).await;
         assert!(Instant::now() >= until);
     }

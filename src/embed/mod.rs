@@ -9,7 +9,8 @@
 //! | [`hash`] | deterministic feature hashing, for tests and machines without a model |
 //! | [`openai`] | any OpenAI-compatible `/embeddings` endpoint, batched, retried in-call |
 //! | [`local`] | a BERT or XLM-R sentence-embedding model in-process (candle): the offline default |
-//! | [`limiter`] | the one per-process requests/tokens limiter, held inside the HTTP provider |
+//! | [`limiter`] | the requests/tokens limiter held inside the HTTP provider: one per process, drawing on the fleet's budget |
+//! | [`budget`] | the fleet-wide rate budget in PostgreSQL (GCRA per provider key, one statement a slice) |
 //! | [`error`] | [`EmbedError`] and the single status → strategy classification |
 //! | [`secret`] | the API key wrapper that never prints itself |
 //!
@@ -22,6 +23,7 @@
 //! need it; the others ignore the purpose. [`Embedder::embed`] is the passage case, which is
 //! what the pipeline stores; search embeds with [`Embedder::embed_as`] and [`Purpose::Query`].
 
+pub mod budget;
 pub mod error;
 pub mod hash;
 pub mod limiter;
@@ -29,6 +31,7 @@ pub mod local;
 pub mod openai;
 pub mod secret;
 
+pub use budget::{FleetBudget, budget_key};
 pub use error::EmbedError;
 pub use hash::HashEmbedder;
 pub use limiter::{Limiter, RateLimits};
@@ -115,6 +118,18 @@ impl Embedder {
             Self::Hash(_) => None,
             Self::OpenAi(o) => Some(o.limiter()),
             Self::Local(_) => None,
+        }
+    }
+
+    /// Makes the provider's rate limits fleet-wide: its limiter books every slice on the
+    /// `rate_budgets` row of this provider (base URL, model, API key) in `pool`'s database.
+    /// Providers without a limiter are left as they are. Returns whether a budget was attached.
+    pub fn share_rate_budget(&self, pool: &sqlx::PgPool) -> bool {
+        match self {
+            Self::OpenAi(o) => o
+                .limiter()
+                .share(FleetBudget::new(pool.clone(), o.budget_key())),
+            Self::Hash(_) | Self::Local(_) => false,
         }
     }
 

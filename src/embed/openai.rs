@@ -5,8 +5,9 @@
 //! on the shared [`Limiter`], is sent, and is retried in-call on transient failures with jittered
 //! exponential backoff (the `backoff` crate's policy) for at most `max_elapsed` measured from the
 //! batch's first failure. A provider-given retry time is a floor on the wait, and a 429 pauses the
-//! whole limiter so no other worker knocks early. When the budget would be overrun the last error
-//! is returned as it is, so the queue reschedules the job (a 429 without spending an attempt).
+//! whole limiter, and through the fleet budget every process, so no other worker knocks early.
+//! When the budget would be overrun the last error is returned as it is, so the queue
+//! reschedules the job (a 429 without spending an attempt).
 //! Every 429 received is counted in `/metrics` (`docket_embedding_429_responses_total`), the
 //! retried ones included.
 //!
@@ -173,6 +174,16 @@ impl OpenAiEmbedder {
         self.inner.config.max_batch
     }
 
+    /// The key of this provider's fleet rate budget: a hash of base URL, model and API key.
+    pub fn budget_key(&self) -> String {
+        let config = &self.inner.config;
+        super::budget::budget_key(
+            &config.base_url,
+            &config.model,
+            config.api_key.as_ref().map(Secret::expose),
+        )
+    }
+
     /// The shared limiter this provider waits on.
     pub fn limiter(&self) -> &Arc<Limiter> {
         &self.inner.limiter
@@ -224,7 +235,7 @@ impl Inner {
             let started = *first_failure.get_or_insert(failed_at);
             let server_says = error.retry_after().unwrap_or_default();
             if error.is_rate_limited() && !server_says.is_zero() {
-                self.limiter.pause_until(failed_at + server_says);
+                self.limiter.pause_until(failed_at + server_says).await;
             }
             let computed = backoff.next_backoff().unwrap_or(self.config.max_backoff);
             let delay = computed.max(server_says);

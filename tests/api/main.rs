@@ -6,6 +6,7 @@
 mod documents;
 mod embed;
 mod extract;
+mod fleet_limit;
 mod hostile;
 mod ingest;
 mod jobs_api;
