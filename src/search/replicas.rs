@@ -203,14 +203,9 @@ impl Replicas {
             return;
         };
         let now = Instant::now();
-        let history = self.history.lock().map(|mut history| {
-            history.push_back((now, position));
-            while history.front().is_some_and(|(at, _)| now - *at > HISTORY) {
-                history.pop_front();
-            }
-            history.clone()
-        });
-        let Ok(history) = history else { return };
+        let Some(history) = self.remember(now, position) else {
+            return;
+        };
         for replica in &self.replicas {
             let replayed =
                 tokio::time::timeout(PROBE_TIMEOUT, replay_position(&replica.pool)).await;
@@ -247,6 +242,17 @@ impl Replicas {
         }
     }
 
+    /// Adds the primary's `position` at `now` to the history, forgets what is older than
+    /// [`HISTORY`], and returns a copy (the lock is never held across an await).
+    fn remember(&self, now: Instant, position: i64) -> Option<VecDeque<(Instant, i64)>> {
+        let mut history = self.history.lock().ok()?;
+        history.push_back((now, position));
+        while history.front().is_some_and(|(at, _)| now - *at > HISTORY) {
+            history.pop_front();
+        }
+        Some(history.clone())
+    }
+
     /// The replica the next search goes to, or why there is none.
     fn pick(&self) -> Result<&Replica, Fallback> {
         let count = self.replicas.len();
@@ -266,7 +272,7 @@ impl Replicas {
         let health = replica.health.lock().map_or(Health::default(), |h| *h);
         let fresh = health
             .probed_at
-            .is_some_and(|at| at.elapsed() <= self.probe_every * 3 + PROBE_TIMEOUT);
+            .is_some_and(|at| at.elapsed() <= self.probe_every * 3 + PROBE_TIMEOUT * 2);
         match health.lag {
             _ if !fresh || !health.reachable => Err(Fallback::Down),
             _ if health.failed => Err(Fallback::Error),
