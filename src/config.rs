@@ -291,13 +291,15 @@ impl SearchSettings {
 
     fn validate(&self) -> Result<(), ConfigError> {
         for url in self.replica_urls() {
-            // The message never repeats the URL: it may hold a password.
-            url.parse::<sqlx::postgres::PgConnectOptions>()
-                .map_err(|err| {
-                    ConfigError(format!(
-                        "DOCKET_SEARCH_DATABASE_URL holds a URL that is not a PostgreSQL URL: {err}"
-                    ))
-                })?;
+            // The message never repeats the URL: it may hold a password. sqlx parses any
+            // scheme, so the scheme is checked here.
+            let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+            let parsed = url.parse::<sqlx::postgres::PgConnectOptions>();
+            if !postgres || parsed.is_err() {
+                return Err(ConfigError(
+                    "DOCKET_SEARCH_DATABASE_URL holds a URL that is not a postgres:// URL".into(),
+                ));
+            }
         }
         if self.search_probe_ms < 10 || self.search_max_lag_ms == 0 {
             return Err(ConfigError(
@@ -711,6 +713,31 @@ mod tests {
             Some(scraper.to_owned())
         );
         assert!(serve(&["--metrics-token", "short"]).validate().is_err());
+    }
+
+    #[test]
+    fn search_replicas_are_a_comma_separated_list_of_postgres_urls() {
+        let config = serve(&[
+            "--search-database-url",
+            "postgres://a@127.0.0.1:5433/docket, postgres://b@127.0.0.1:5434/docket",
+        ]);
+        config.validate().expect("valid");
+        assert_eq!(
+            config.http.search.replica_urls(),
+            [
+                "postgres://a@127.0.0.1:5433/docket",
+                "postgres://b@127.0.0.1:5434/docket"
+            ]
+        );
+        assert!(serve(&[]).http.search.replica_urls().is_empty());
+        let err = serve(&["--search-database-url", "mysql://secret@host/db"])
+            .validate()
+            .expect_err("not a PostgreSQL URL");
+        assert!(!err.to_string().contains("secret"), "{err}");
+        assert!(
+            serve(&["--search-probe-ms", "0"]).validate().is_err(),
+            "a probe needs an interval"
+        );
     }
 
     #[test]
