@@ -337,6 +337,31 @@ ensure_pgvector() {
   fi
 }
 
+# The replica test (tests/api/replica.rs) clones the server with `pg_basebackup -R`, which opens a
+# *replication* connection: pg_hba.conf's `all` does not cover those, only the `replication`
+# keyword does. Where the operator already trusts every loopback connection as `postgres` (the
+# set-up docket's tests run on), the same trust is extended to replication from 127.0.0.1, for
+# `postgres` only; a server that asks loopback clients for a password is left as it is (the
+# replica test then fails and says why). A reload is enough for pg_hba.conf; nothing restarts.
+readonly HBA_FILE="$CLUSTER_CONF_DIR/pg_hba.conf"
+ensure_replication_access() {
+  [[ -r "$HBA_FILE" ]] || return 0
+  local trust='[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust[[:space:]]*$'
+  if grep -Eq "^[[:space:]]*host[[:space:]]+replication[[:space:]]+(all|postgres)$trust" "$HBA_FILE"; then
+    return 0
+  fi
+  if ! grep -Eq "^[[:space:]]*host[[:space:]]+all[[:space:]]+(all|postgres)$trust" "$HBA_FILE"; then
+    say "note: $HBA_FILE does not trust loopback connections; replication for the replica test is not enabled"
+    return 0
+  fi
+  say "allowing replication connections from 127.0.0.1 for postgres ($HBA_FILE)"
+  printf '%s\n' "# Added by docket's scripts/install-deps.sh: pg_basebackup for the read-replica test." \
+    "host replication postgres 127.0.0.1/32 trust" | as_root tee -a "$HBA_FILE" >/dev/null
+  if cluster_is_online; then
+    as_root pg_ctlcluster "$PG_MAJOR" "$CLUSTER_NAME" reload >&2
+  fi
+}
+
 # Node 20 or newer runs the browser tests (node --test, playwright-core). Bookworm's nodejs is
 # 18, so a newer node that is already installed is kept; otherwise Debian's packages are used
 # and the check below says what is missing.
@@ -391,6 +416,7 @@ main() {
   if has_debian_cluster; then
     ensure_pg_cron_config
     ensure_cluster_running
+    ensure_replication_access
   fi
   ensure_pgvector
   ensure_node

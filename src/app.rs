@@ -170,12 +170,16 @@ impl App {
             .with_context(|| format!("binding {}", config.bind))?;
         let events_stop = CancellationToken::new();
         let guard = Arc::new(config.guard()?);
+        let mut searcher = crate::search::Searcher::new(
+            pool.clone(),
+            pipeline.embedder.clone(),
+            pipeline.model.clone(),
+        );
+        if let Some(replicas) = search_replicas(&pool, &config)? {
+            searcher = searcher.with_replicas(replicas);
+        }
         let state = AppState {
-            searcher: Arc::new(crate::search::Searcher::new(
-                pool.clone(),
-                pipeline.embedder.clone(),
-                pipeline.model.clone(),
-            )),
+            searcher: Arc::new(searcher),
             events: http::EventHub::start(pool.clone(), events_stop.clone()),
             pool,
             queue,
@@ -236,6 +240,34 @@ impl App {
             .context("the HTTP server failed")?;
         Ok(())
     }
+}
+
+/// The read replicas of `DOCKET_SEARCH_DATABASE_URL`, probed in the background and reported
+/// in `/metrics`; `None` when there are none.
+fn search_replicas(
+    primary: &sqlx::PgPool,
+    config: &ServeConfig,
+) -> anyhow::Result<Option<Arc<crate::search::Replicas>>> {
+    let urls = config.http.search.replica_urls();
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let replicas = crate::search::Replicas::new(
+        primary.clone(),
+        &urls,
+        config.database.db_pool.max(4),
+        config.http.search.max_lag(),
+        config.http.search.probe_every(),
+    )
+    .context("DOCKET_SEARCH_DATABASE_URL")?;
+    replicas.spawn_probe();
+    crate::metrics::global().watch_replicas(&replicas);
+    tracing::info!(
+        replicas = urls.len(),
+        max_lag_ms = config.http.search.search_max_lag_ms,
+        "searches go to read replicas"
+    );
+    Ok(Some(replicas))
 }
 
 /// Runs `docket worker`: workers and maintenance until `shutdown`.

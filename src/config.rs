@@ -157,6 +157,7 @@ impl ServeConfig {
             ));
         }
         self.http.hosts()?;
+        self.http.search.validate()?;
         if self
             .http
             .metrics_token
@@ -212,6 +213,10 @@ pub struct HttpSettings {
     /// token; without it, /metrics takes the API token off loopback.
     #[arg(long, env = "DOCKET_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+
+    /// Where the server's searches run (here because only `serve` searches).
+    #[command(flatten)]
+    pub search: SearchSettings,
 }
 
 impl Default for HttpSettings {
@@ -222,6 +227,7 @@ impl Default for HttpSettings {
             request_timeout_secs: 300,
             upload_concurrency: 4,
             metrics_token: None,
+            search: SearchSettings::default(),
         }
     }
 }
@@ -230,6 +236,78 @@ impl HttpSettings {
     fn hosts(&self) -> Result<crate::http::guard::HostPolicy, ConfigError> {
         crate::http::guard::HostPolicy::new(self.public_url.as_deref(), &self.allowed_hosts)
             .map_err(ConfigError)
+    }
+}
+
+/// Where searches run: on read replicas of the primary, when some are given.
+#[derive(Debug, Clone, Args)]
+pub struct SearchSettings {
+    /// PostgreSQL streaming replicas of DATABASE_URL's server that answer searches
+    /// (comma-separated URLs, or the flag repeated); writes and the queue stay on the primary.
+    #[arg(
+        long,
+        env = "DOCKET_SEARCH_DATABASE_URL",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub search_database_url: Vec<String>,
+
+    /// A replica further behind the primary than this many milliseconds is not searched.
+    #[arg(long, env = "DOCKET_SEARCH_MAX_LAG_MS", default_value_t = 2000)]
+    pub search_max_lag_ms: u64,
+
+    /// How often each replica's lag is measured, in milliseconds.
+    #[arg(long, env = "DOCKET_SEARCH_PROBE_MS", default_value_t = 1000)]
+    pub search_probe_ms: u64,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        Self {
+            search_database_url: Vec::new(),
+            search_max_lag_ms: 2000,
+            search_probe_ms: 1000,
+        }
+    }
+}
+
+impl SearchSettings {
+    /// The replica URLs, blanks left out.
+    pub fn replica_urls(&self) -> Vec<String> {
+        self.search_database_url
+            .iter()
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty())
+            .collect()
+    }
+
+    pub fn max_lag(&self) -> Duration {
+        Duration::from_millis(self.search_max_lag_ms)
+    }
+
+    pub fn probe_every(&self) -> Duration {
+        Duration::from_millis(self.search_probe_ms)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        for url in self.replica_urls() {
+            // The message never repeats the URL: it may hold a password. sqlx parses any
+            // scheme, so the scheme is checked here.
+            let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+            let parsed = url.parse::<sqlx::postgres::PgConnectOptions>();
+            if !postgres || parsed.is_err() {
+                return Err(ConfigError(
+                    "DOCKET_SEARCH_DATABASE_URL holds a URL that is not a postgres:// URL".into(),
+                ));
+            }
+        }
+        if self.search_probe_ms < 10 || self.search_max_lag_ms == 0 {
+            return Err(ConfigError(
+                "DOCKET_SEARCH_PROBE_MS must be at least 10 and DOCKET_SEARCH_MAX_LAG_MS at least 1"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -635,6 +713,31 @@ mod tests {
             Some(scraper.to_owned())
         );
         assert!(serve(&["--metrics-token", "short"]).validate().is_err());
+    }
+
+    #[test]
+    fn search_replicas_are_a_comma_separated_list_of_postgres_urls() {
+        let config = serve(&[
+            "--search-database-url",
+            "postgres://a@127.0.0.1:5433/docket, postgres://b@127.0.0.1:5434/docket",
+        ]);
+        config.validate().expect("valid");
+        assert_eq!(
+            config.http.search.replica_urls(),
+            [
+                "postgres://a@127.0.0.1:5433/docket",
+                "postgres://b@127.0.0.1:5434/docket"
+            ]
+        );
+        assert!(serve(&[]).http.search.replica_urls().is_empty());
+        let err = serve(&["--search-database-url", "mysql://secret@host/db"])
+            .validate()
+            .expect_err("not a PostgreSQL URL");
+        assert!(!err.to_string().contains("secret"), "{err}");
+        assert!(
+            serve(&["--search-probe-ms", "0"]).validate().is_err(),
+            "a probe needs an interval"
+        );
     }
 
     #[test]

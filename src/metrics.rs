@@ -20,6 +20,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
 use crate::embed::Limiter;
+use crate::search::Replicas;
 
 /// Upper bounds of the embedding latency histogram, in seconds.
 pub const LATENCY_BUCKETS: [f64; 13] = [
@@ -45,6 +46,8 @@ pub struct Metrics {
     latency: Mutex<BTreeMap<String, Histogram>>,
     /// The rate limiters whose waiting time is reported.
     limiters: Mutex<Vec<Weak<Limiter>>>,
+    /// The search replicas whose lag and fallbacks are reported.
+    replicas: Mutex<Vec<Weak<Replicas>>>,
 }
 
 static GLOBAL: LazyLock<Metrics> = LazyLock::new(Metrics::default);
@@ -209,6 +212,23 @@ impl Metrics {
         }
     }
 
+    /// Reports `replicas`' lag, searches and fallbacks (held weakly, like limiters).
+    pub fn watch_replicas(&self, replicas: &Arc<Replicas>) {
+        if let Ok(mut watched) = self.replicas.lock() {
+            watched.retain(|r| r.strong_count() > 0);
+            if !watched.iter().any(|r| r.as_ptr() == Arc::as_ptr(replicas)) {
+                watched.push(Arc::downgrade(replicas));
+            }
+        }
+    }
+
+    fn watched_replicas(&self) -> Vec<Arc<Replicas>> {
+        self.replicas.lock().map_or_else(
+            |_| Vec::new(),
+            |watched| watched.iter().filter_map(Weak::upgrade).collect(),
+        )
+    }
+
     fn limiter_wait_seconds(&self) -> f64 {
         self.limiters.lock().map_or(0.0, |limiters| {
             limiters
@@ -298,6 +318,31 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "docket_rate_budget_grant_microseconds_total",
         "counter",
         "Time spent in the statements that booked those slices.",
+    ),
+    (
+        "docket_search_replica_up",
+        "gauge",
+        "1 when the next search may go to this read replica (reached, in recovery, within DOCKET_SEARCH_MAX_LAG_MS).",
+    ),
+    (
+        "docket_search_replica_lag_seconds",
+        "gauge",
+        "Age of the oldest primary WAL position the replica has not replayed (0 when caught up).",
+    ),
+    (
+        "docket_search_replica_lag_bytes",
+        "gauge",
+        "WAL bytes between the primary's position and the replica's replay position.",
+    ),
+    (
+        "docket_search_replica_searches_total",
+        "counter",
+        "Searches a read replica answered.",
+    ),
+    (
+        "docket_search_primary_fallbacks_total",
+        "counter",
+        "Searches the primary answered although replicas are configured, by reason (down, lagging, error, stale).",
     ),
     (
         "docket_schedule_firings_total",
@@ -446,6 +491,54 @@ fn float(value: f64) -> String {
     }
 }
 
+/// The replicas' series: one per replica, fallbacks summed over every set of replicas.
+fn render_replicas(watched: &[Arc<Replicas>], push: &mut impl FnMut(&'static str, String)) {
+    let mut fallbacks: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for replicas in watched {
+        for status in replicas.status() {
+            let label = labels(&[("replica", &status.name)]);
+            push(
+                "docket_search_replica_up",
+                format!(
+                    "docket_search_replica_up{label} {}",
+                    u8::from(status.usable)
+                ),
+            );
+            if let Some(lag) = status.lag_seconds {
+                push(
+                    "docket_search_replica_lag_seconds",
+                    format!("docket_search_replica_lag_seconds{label} {}", float(lag)),
+                );
+            }
+            if let Some(bytes) = status.lag_bytes {
+                push(
+                    "docket_search_replica_lag_bytes",
+                    format!("docket_search_replica_lag_bytes{label} {bytes}"),
+                );
+            }
+            push(
+                "docket_search_replica_searches_total",
+                format!(
+                    "docket_search_replica_searches_total{label} {}",
+                    status.searches
+                ),
+            );
+        }
+        for (reason, n) in replicas.all_fallbacks() {
+            *fallbacks.entry(reason.as_str()).or_default() += n;
+        }
+    }
+    for (reason, n) in fallbacks {
+        push(
+            "docket_search_primary_fallbacks_total",
+            format!(
+                "docket_search_primary_fallbacks_total{} {n}",
+                labels(&[("reason", reason)])
+            ),
+        );
+    }
+}
+
 /// Renders `state` and this process's counters as Prometheus text.
 pub fn render(metrics: &Metrics, state: &StateSnapshot) -> String {
     let mut samples: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
@@ -539,6 +632,7 @@ pub fn render(metrics: &Metrics, state: &StateSnapshot) -> String {
             );
         }
     }
+    render_replicas(&metrics.watched_replicas(), &mut push);
     push(
         "docket_rate_limiter_wait_seconds_total",
         format!(

@@ -4,6 +4,7 @@
 mod embed;
 mod evidence;
 mod extract;
+mod interference;
 mod ocr;
 mod pipeline;
 mod quality;
@@ -40,6 +41,10 @@ pub enum BenchCommand {
     /// Search: p50/p95 latency of vector, text and hybrid search through the HTTP API over
     /// 100,000 chunks, and recall@10 of the HNSW index against an exact scan.
     Search(search::SearchBench),
+    /// What the queue and ingestion cost search on one PostgreSQL: search p50/p95 while the
+    /// queue drains at full speed and while documents are ingested, against idle, on the same
+    /// server (and, with --replica-url, on a streaming replica while the primary drains).
+    Interference(interference::InterferenceBench),
     /// Search quality on an evaluation set: doc@1/3, passage@1/5/10 and MRR per mode, language
     /// and kind, hybrid fusion methods side by side, and BM25 against a reference (bm25s).
     SearchQuality(quality::QualityBench),
@@ -56,6 +61,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Evidence(args) => evidence::run(args).await,
         BenchCommand::Pipeline(args) => pipeline::run(args).await,
         BenchCommand::Search(args) => search::run(args).await,
+        BenchCommand::Interference(args) => interference::run(args).await,
         BenchCommand::SearchQuality(args) => quality::run(args).await,
         BenchCommand::Embed(args) => embed::run(args).await,
     }

@@ -59,9 +59,9 @@ pub struct SearchBench {
 }
 
 const DATABASE: &str = "docket_bench_search";
-const DIMS: usize = 384;
+pub(super) const DIMS: usize = 384;
 const K: usize = 10;
-const CHUNKS_PER_DOCUMENT: usize = 1000;
+pub(super) const CHUNKS_PER_DOCUMENT: usize = 1000;
 
 /// Runs the benchmark.
 pub async fn run(args: SearchBench) -> anyhow::Result<()> {
@@ -353,12 +353,12 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn round(value: f64) -> f64 {
+pub(super) fn round(value: f64) -> f64 {
     (value * 100.0).round() / 100.0
 }
 
 /// The texts of the readable fixtures, chunked as the pipeline would.
-fn corpus() -> anyhow::Result<Vec<String>> {
+pub(super) fn corpus() -> anyhow::Result<Vec<String>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let mut texts = Vec::new();
     for name in [
@@ -382,7 +382,7 @@ fn corpus() -> anyhow::Result<Vec<String>> {
     Ok(texts)
 }
 
-async fn load_document(
+pub(super) async fn load_document(
     pool: &sqlx::PgPool,
     model: &ModelVersion,
     number: usize,
@@ -447,7 +447,7 @@ async fn load_document(
 }
 
 /// Serves the real router on a loopback port until `stop`.
-async fn serve(
+pub(super) async fn serve(
     pool: &sqlx::PgPool,
     searcher: Arc<Searcher>,
     stop: &CancellationToken,
@@ -474,7 +474,12 @@ async fn serve(
 }
 
 /// One search through the API; returns the number of hits.
-async fn call(client: &reqwest::Client, base: &str, q: &str, mode: &str) -> anyhow::Result<usize> {
+pub(super) async fn call(
+    client: &reqwest::Client,
+    base: &str,
+    q: &str,
+    mode: &str,
+) -> anyhow::Result<usize> {
     let response = client
         .get(format!("{base}/api/search"))
         .query(&[("q", q), ("mode", mode), ("k", "10")])
@@ -486,7 +491,7 @@ async fn call(client: &reqwest::Client, base: &str, q: &str, mode: &str) -> anyh
     Ok(body["hits"].as_array().map_or(0, Vec::len))
 }
 
-fn percentile(sorted: &[Duration], q: f64) -> f64 {
+pub(super) fn percentile(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

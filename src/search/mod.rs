@@ -19,7 +19,8 @@
 //! Parts: this file holds the request and response types and the orchestration; [`vector`] and
 //! [`text`] each own their queries; [`index`] writes the keyword postings; [`hits`] fetches the
 //! chunks and cuts snippets ([`snippet`], pure text); [`rank`] fuses, groups and merges
-//! candidate lists (pure functions).
+//! candidate lists (pure functions); [`replicas`] sends searches to read replicas and falls back
+//! to the primary.
 
 use serde::Serialize;
 use sqlx::PgPool;
@@ -32,11 +33,13 @@ use crate::models::{self, ModelVersion};
 mod hits;
 pub mod index;
 mod rank;
+pub mod replicas;
 mod snippet;
 mod text;
 mod vector;
 
 pub use rank::{DEFAULT_FUSION, Fusion, SPELLING_FUSION};
+pub use replicas::{Fallback, ReplicaStatus, Replicas};
 pub use snippet::Highlight;
 pub use vector::{Scope, vector_sql};
 
@@ -214,6 +217,8 @@ pub struct Searcher {
     fusion: Fusion,
     /// The collection statistics of BM25, shared by clones.
     stats: std::sync::Arc<text::StatsCache>,
+    /// Read replicas that answer searches in the primary's stead, when configured.
+    replicas: Option<std::sync::Arc<Replicas>>,
 }
 
 /// A candidate before its text is fetched.
@@ -243,6 +248,28 @@ impl Searcher {
             embedder,
             model,
             stats: Default::default(),
+            replicas: None,
+        }
+    }
+
+    /// The same searcher sending searches to `replicas` (see [`replicas`]); `pool` stays the
+    /// primary they fall back to.
+    pub fn with_replicas(mut self, replicas: std::sync::Arc<Replicas>) -> Self {
+        self.replicas = Some(replicas);
+        self
+    }
+
+    /// The replicas searches go to, when there are any.
+    pub fn replicas(&self) -> Option<&std::sync::Arc<Replicas>> {
+        self.replicas.as_ref()
+    }
+
+    /// This searcher reading from `pool` alone (a replica's).
+    fn reading_from(&self, pool: PgPool) -> Searcher {
+        Searcher {
+            pool,
+            replicas: None,
+            ..self.clone()
         }
     }
 
@@ -267,8 +294,16 @@ impl Searcher {
         self.embedder.is_semantic()
     }
 
-    /// Searches; hits come best first.
+    /// Searches, on a read replica when one is configured and usable; hits come best first.
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
+        match &self.replicas {
+            Some(replicas) => replicas.search(self, request).await,
+            None => self.search_here(request).await,
+        }
+    }
+
+    /// Searches on this searcher's own pool.
+    async fn search_here(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
         let query = request.query.trim();
         if query.is_empty() {
             return Err(SearchError::EmptyQuery);

@@ -18,6 +18,7 @@ mod multilingual;
 mod ocr;
 mod pipeline;
 mod queue;
+mod replica;
 mod schedule;
 mod search;
 mod security;

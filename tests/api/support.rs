@@ -98,16 +98,36 @@ async fn spawn_api_serving(
     guard: http::Guard,
     embedder: Embedder,
 ) -> Api {
-    let stop = tokio_util::sync::CancellationToken::new();
     let model = docket::models::ModelVersion::of(
         &embedder,
         &docket::pipeline::chunk::ChunkConfig::default(),
     );
+    let searcher = docket::search::Searcher::new(pool.clone(), embedder, model);
+    spawn_api_searching_with(pool, token, max_upload_bytes, guard, searcher).await
+}
+
+/// [`spawn_api_with_limit`] whose searches run through `searcher` (e.g. one with replicas).
+pub async fn spawn_api_searching(pool: sqlx::PgPool, searcher: docket::search::Searcher) -> Api {
+    let guard = http::Guard {
+        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
+        ..http::Guard::default()
+    };
+    spawn_api_searching_with(pool, None, 1024 * 1024, guard, searcher).await
+}
+
+async fn spawn_api_searching_with(
+    pool: sqlx::PgPool,
+    token: Option<&str>,
+    max_upload_bytes: u64,
+    guard: http::Guard,
+    searcher: docket::search::Searcher,
+) -> Api {
+    let stop = tokio_util::sync::CancellationToken::new();
     let events = http::EventHub::start(pool.clone(), stop.clone());
     // Tests watching events must not miss the first ones to a LISTEN still connecting.
     events.listening().await;
     let state = AppState {
-        searcher: Arc::new(docket::search::Searcher::new(pool.clone(), embedder, model)),
+        searcher: Arc::new(searcher),
         events: events.clone(),
         queue: Queue::new(pool.clone(), Duration::from_secs(30)),
         pool,

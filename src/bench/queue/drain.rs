@@ -26,7 +26,7 @@ const ROUND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Enqueue time summed over every round, for one enqueue rate.
 #[derive(Debug, Default)]
-pub(super) struct EnqueueTally {
+pub(crate) struct EnqueueTally {
     jobs: usize,
     elapsed: Duration,
 }
@@ -39,7 +39,7 @@ impl EnqueueTally {
 }
 
 /// Drains `jobs` fresh no-op jobs through [`Worker::run`] with `setting`.
-pub(super) async fn worker_round(
+pub(crate) async fn worker_round(
     pool: &sqlx::PgPool,
     setting: Setting,
     jobs: usize,

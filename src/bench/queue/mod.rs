@@ -18,9 +18,9 @@
 //! It prints a table and, as its last line, one JSON object.
 
 mod anchor;
-mod drain;
+pub(crate) mod drain;
 mod pickup;
-mod report;
+pub(crate) mod report;
 mod scratch;
 
 use std::path::PathBuf;

@@ -17,7 +17,7 @@ const AIM_PICKUP_P50_MS: f64 = 5.0;
 
 /// One point of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Setting {
+pub(crate) struct Setting {
     /// Claim streams: `handlers` concurrent claim-and-complete tasks for the ceiling; for the
     /// runtime, a kind with `handlers × claim_batch` slots, which gets `handlers` claim streams.
     pub handlers: usize,
@@ -27,7 +27,7 @@ pub(super) struct Setting {
 
 /// One drain round.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Round {
+pub(crate) struct Round {
     pub seconds: f64,
     pub jobs_per_s: f64,
 }
