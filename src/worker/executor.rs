@@ -2,10 +2,10 @@
 //!
 //! The handler runs inside the executor's task, unwinding caught: a panic becomes a retryable
 //! failure, and a lost lease stops it by dropping its future, so nothing of it runs once its
-//! job is given up on. No second task per job: a spawn and a join per job were measurable at
-//! tens of thousands of jobs a second. Whatever the handler returns is written only while the lease holds. At
-//! shutdown, a handler still running after the grace period is stopped and its job handed back
-//! by this executor, which alone knows whether the handler finished.
+//! job is given up on (one task per job, not two). Whatever the handler returns is written only
+//! while the lease holds. At shutdown, a handler still running after the grace period is
+//! stopped and its job handed back by this executor, which alone knows whether the handler
+//! finished.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;

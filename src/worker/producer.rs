@@ -56,8 +56,8 @@ impl Producer {
         // prefetches (otherwise every slot is a handler).
         let held = self.config.concurrency + self.config.prefetch;
         let slots = Arc::new(Semaphore::new(held));
-        let gate = (self.config.prefetch > 0)
-            .then(|| Arc::new(Semaphore::new(self.config.concurrency)));
+        let gate =
+            (self.config.prefetch > 0).then(|| Arc::new(Semaphore::new(self.config.concurrency)));
         let batch = self.shared.config.claim_batch.max(1);
         let streams = held.div_ceil(batch).clamp(1, MAX_STREAMS);
         let this = Arc::new(self);

@@ -610,14 +610,20 @@ async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(po
         .fetch_one(&mut *tx)
         .await
         .expect("show");
-    assert_eq!(during, "off", "the claim's transaction commits asynchronously");
+    assert_eq!(
+        during, "off",
+        "the claim's transaction commits asynchronously"
+    );
     tx.commit().await.expect("commit");
 
     let after: String = sqlx::query_scalar(show)
         .fetch_one(&mut *conn)
         .await
         .expect("show");
-    assert_eq!(after, "on", "the setting ended with the claim's transaction");
+    assert_eq!(
+        after, "on",
+        "the setting ended with the claim's transaction"
+    );
     drop(conn);
     // The claim through the queue, on the pool, changes no connection either.
     let q = queue(&pool);

@@ -25,7 +25,9 @@ async fn count(pool: &PgPool, status: &str) -> i64 {
 
 async fn enqueue_many(pool: &PgPool, kind: &str, n: usize) {
     let mut conn = pool.acquire().await.expect("conn");
-    let jobs: Vec<NewJob> = (0..n).map(|i| NewJob::new(kind, json!({ "i": i }))).collect();
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(kind, json!({ "i": i })))
+        .collect();
     queue::enqueue_many(&mut conn, &jobs)
         .await
         .expect("enqueue");
@@ -77,7 +79,11 @@ async fn a_prefetching_kind_runs_within_its_concurrency_and_holds_at_most_its_pr
     cfg.poll_interval = Duration::from_millis(200);
     cfg.claim_batch = 8;
     let stop = CancellationToken::new();
-    let worker = Worker::new(Queue::new(pool.clone(), Duration::from_secs(60)), registry, cfg);
+    let worker = Worker::new(
+        Queue::new(pool.clone(), Duration::from_secs(60)),
+        registry,
+        cfg,
+    );
     let handle = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
     wait_until(Duration::from_secs(60), "all done", || async {
         count(&pool, "done").await == JOBS as i64
@@ -89,8 +95,14 @@ async fn a_prefetching_kind_runs_within_its_concurrency_and_holds_at_most_its_pr
     let peak = peak.load(Ordering::SeqCst);
     let peak_in_db = peak_in_db.load(Ordering::SeqCst);
     assert!(peak <= 2, "handlers at once: {peak}");
-    assert!(peak_in_db <= 8, "claimed beyond concurrency + prefetch: {peak_in_db} running");
-    assert!(peak_in_db > 2, "nothing was prefetched: at most {peak_in_db} running");
+    assert!(
+        peak_in_db <= 8,
+        "claimed beyond concurrency + prefetch: {peak_in_db} running"
+    );
+    assert!(
+        peak_in_db > 2,
+        "nothing was prefetched: at most {peak_in_db} running"
+    );
     let runs = std::mem::take(&mut *runs.lock().expect("lock"));
     assert_eq!(runs.len(), JOBS, "every job ran");
     assert!(runs.values().all(|n| *n == 1), "a job ran twice: {runs:?}");

@@ -210,8 +210,8 @@ async fn measure(args: &QueueBench) -> anyhow::Result<Figures> {
             jobs,
             EQUAL_CONCURRENCY,
         )
-            .await
-            .context("running graphile-worker's anchor")?
+        .await
+        .context("running graphile-worker's anchor")?
     };
 
     scratch.drop_database().await?;
@@ -327,7 +327,11 @@ mod tests {
                 .as_f64()
                 .is_some_and(|r| r > 0.0)
         );
-        assert!(line["equal_plain_jobs_per_s"].as_f64().is_some_and(|r| r > 0.0));
+        assert!(
+            line["equal_plain_jobs_per_s"]
+                .as_f64()
+                .is_some_and(|r| r > 0.0)
+        );
         assert!(line["equal_prefetch_vs_graphile_batched"].is_null());
     }
 }

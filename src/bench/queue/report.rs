@@ -254,7 +254,10 @@ fn equal_table(out: &mut String, figures: &Figures) {
             &figures.graphile.default,
         ),
         (
-            format!("prefetch {} (batch {})", equal.prefetch, equal.prefetch_batch),
+            format!(
+                "prefetch {} (batch {})",
+                equal.prefetch, equal.prefetch_batch
+            ),
             equal.prefetched.jobs_per_s,
             "localQueue",
             &figures.graphile.batched,
