@@ -43,6 +43,14 @@ struct ClaimRow {
 /// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx` even
 /// under a generic plan, where a CTE or join with `limit $2` was measured to fall back to
 /// scanning the whole table.
+///
+/// The claim commits asynchronously (`synchronous_commit = off` for its own transaction, set by
+/// the one-time filter, an init plan evaluated once): it does not wait for the WAL flush. A
+/// claim lost to a server crash leaves its jobs `ready`, as if never claimed, and the fence
+/// then refuses whatever the worker writes under the lost lease, so at-least-once holds. Any
+/// later synchronous commit (a completion) flushes the claim with it. The statement must run
+/// in a transaction of its own, as [`Queue::claim`] runs it, since the setting lasts until the
+/// transaction ends.
 pub const CLAIM_SQL: &str = "update jobs
     set status = 'running',
         attempts = attempts + 1,
@@ -60,6 +68,7 @@ pub const CLAIM_SQL: &str = "update jobs
         order by run_at, id
         limit $2
         for update skip locked))
+      and (select set_config('synchronous_commit', 'off', true)) = 'off'
     returning id, kind, payload, attempts, max_attempts, lease_token, lease_until, run_at";
 
 /// Skips jobs whose payload field `key` is one of `skipped`: a worker that can run some jobs of

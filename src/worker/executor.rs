@@ -1,14 +1,19 @@
 //! Runs one claimed job to its outcome and records that outcome under the job's lease.
 //!
-//! The handler runs in its own task, so a panic is caught (as a retryable failure) and a lost
-//! lease can abort it. Whatever the handler returns is written only while the lease holds. At
-//! shutdown, a handler still running after the grace period is stopped and its job handed back
-//! by this executor, which alone knows whether the handler finished.
+//! The handler runs inside the executor's task, unwinding caught: a panic becomes a retryable
+//! failure, and a lost lease stops it by dropping its future, so nothing of it runs once its
+//! job is given up on (one task per job, not two). Whatever the handler returns is written only
+//! while the lease holds. At shutdown, a handler still running after the grace period is
+//! stopped and its job handed back by this executor, which alone knows whether the handler
+//! finished.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
+use futures::FutureExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
@@ -28,6 +33,14 @@ pub(crate) struct Ack {
     pub slot: Option<OwnedSemaphorePermit>,
 }
 
+/// What a job occupies from its claim until it is settled.
+pub(crate) struct Slot {
+    /// The kind's claim slot; `None` for one-shot runs outside the producer.
+    pub held: Option<OwnedSemaphorePermit>,
+    /// The kind's handlers, for a kind that prefetches: the handler starts once one is free.
+    pub gate: Option<Arc<Semaphore>>,
+}
+
 /// Where successful completions go: one statement per job, or the batching completer.
 #[derive(Clone)]
 pub(crate) enum Acker {
@@ -42,8 +55,9 @@ pub(crate) async fn execute(
     handler: Arc<HandlerFn>,
     claimed: ClaimedJob,
     acker: Acker,
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Slot,
 ) {
+    let Slot { held: slot, gate } = slot;
     let lease = claimed.lease;
     let job = Job {
         id: lease.job_id,
@@ -58,21 +72,26 @@ pub(crate) async fn execute(
     let lost = CancellationToken::new();
     shared.inflight.hold(lease, lost.clone());
 
-    let mut task = tokio::spawn(handler(job));
+    // Calling the handler is inside the guard too: a handler may panic before its first await.
+    // A prefetched job waits for a free handler inside it, so a lost lease or shutdown also
+    // ends the wait.
+    let run = AssertUnwindSafe(async move {
+        let _handler = match &gate {
+            Some(gate) => gate.acquire().await.ok(),
+            None => None,
+        };
+        handler(job).await
+    })
+    .catch_unwind();
     let ended = tokio::select! {
         // Biased, handler first: a handler that has finished always gets its outcome written,
         // even when its lease is stopped or shutdown hands jobs back at the same moment.
+        // Leaving the select drops the handler's future when it did not finish.
         biased;
-        joined = &mut task => Ended::Joined(joined),
+        finished = run => Ended::Finished(finished),
         () = lost.cancelled() => Ended::LeaseLost,
         () = shared.hand_back.cancelled() => Ended::HandedBack,
     };
-    if !matches!(ended, Ended::Joined(_)) {
-        task.abort();
-        // Wait for the abort to land, so nothing of the handler runs after its job is given
-        // up on.
-        let _ = task.await;
-    }
     shared.inflight.drop_lease(&lease);
 
     let outcome = match ended {
@@ -84,9 +103,9 @@ pub(crate) async fn execute(
             hand_back(&shared, &lease, &kind).await;
             return;
         }
-        Ended::Joined(Ok(outcome)) => outcome,
-        Ended::Joined(Err(join_error)) => Err(JobError::Retry {
-            error: anyhow::anyhow!("the handler panicked: {}", panic_message(join_error)),
+        Ended::Finished(Ok(outcome)) => outcome,
+        Ended::Finished(Err(panic)) => Err(JobError::Retry {
+            error: anyhow::anyhow!("the handler panicked: {}", panic_message(&*panic)),
             after: None,
         }),
     };
@@ -168,7 +187,8 @@ pub(crate) async fn execute(
 
 /// How an executor stopped waiting for its handler.
 enum Ended {
-    Joined(Result<Result<Outcome, JobError>, tokio::task::JoinError>),
+    /// The handler returned, or panicked (the panic's payload).
+    Finished(Result<Result<Outcome, JobError>, Box<dyn Any + Send>>),
     /// The heartbeat found the lease gone (rescued or cancelled).
     LeaseLost,
     /// Shutdown's grace period ran out while the handler still ran.
@@ -212,13 +232,10 @@ fn log_retry(lease: &Lease, kind: &str, status: JobStatus, delay: Duration, mess
     }
 }
 
-fn panic_message(err: tokio::task::JoinError) -> String {
-    match err.try_into_panic() {
-        Ok(payload) => payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a non-text panic".to_owned()),
-        Err(err) => err.to_string(),
-    }
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-text panic".to_owned())
 }

@@ -2,8 +2,9 @@
 //!
 //! Parts, each in its own file:
 //! - a **producer** per job kind claims only as many jobs as the kind has free slots (claim
-//!   batch size is set apart from concurrency), woken by NOTIFY, by a freed slot, or by the poll
-//!   interval when notifications are lost;
+//!   batch size is set apart from concurrency; a kind may prefetch a bounded number of jobs
+//!   beyond its concurrency, see [`Registry::prefetch`]), woken by NOTIFY, by a freed slot, or
+//!   by the poll interval when notifications are lost;
 //! - an **executor** per job runs the handler in its own task and records the outcome under
 //!   the job's lease;
 //! - the **completer** acknowledges finished jobs in batches, each still fenced by its token;
@@ -212,7 +213,10 @@ impl Worker {
                         config.handler.clone(),
                         job,
                         Acker::Direct,
-                        None,
+                        executor::Slot {
+                            held: None,
+                            gate: None,
+                        },
                     )
                 });
                 futures::future::join_all(runs).await;

@@ -4,16 +4,22 @@
 //! A kind whose concurrency spans several claim batches gets several claim streams sharing
 //! its slots, so claim round trips overlap instead of queueing behind one another (each is a
 //! committing write). Free capacity still bounds every claim.
+//!
+//! The streams take turns at the slots: one stream at a time waits for a free slot and then
+//! takes every other free one up to its batch. Waiting side by side, each stream would be
+//! handed one of the slots an acknowledgement frees at once (the semaphore serves waiters
+//! first come, first served), and a batch's worth of freed slots would become several claims
+//! of one job each.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Mutex, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Shared;
-use super::executor::{Acker, execute};
+use super::executor::{Acker, Slot, execute};
 use super::registry::KindConfig;
 
 pub(crate) struct Producer {
@@ -46,40 +52,36 @@ impl Producer {
 
     /// Runs until `stop`; jobs already handed out keep running on `tasks`.
     pub async fn run(self, stop: CancellationToken) {
-        let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        // A slot is a claimed job not yet settled; handlers are gated apart only when the kind
+        // prefetches (otherwise every slot is a handler).
+        let held = self.config.concurrency + self.config.prefetch;
+        let slots = Arc::new(Semaphore::new(held));
+        let gate =
+            (self.config.prefetch > 0).then(|| Arc::new(Semaphore::new(self.config.concurrency)));
         let batch = self.shared.config.claim_batch.max(1);
-        let streams = self
-            .config
-            .concurrency
-            .div_ceil(batch)
-            .clamp(1, MAX_STREAMS);
+        let streams = held.div_ceil(batch).clamp(1, MAX_STREAMS);
         let this = Arc::new(self);
+        let turn = Arc::new(Mutex::new(()));
         let mut running = tokio::task::JoinSet::new();
         for _ in 0..streams {
-            running.spawn(this.clone().stream(slots.clone(), batch, stop.clone()));
+            let slots = Slots {
+                free: slots.clone(),
+                turn: turn.clone(),
+                batch,
+                gate: gate.clone(),
+            };
+            running.spawn(this.clone().stream(slots, stop.clone()));
         }
         while running.join_next().await.is_some() {}
     }
 
     /// One claim stream: wait for a slot, claim up to a batch of free slots, dispatch, repeat.
-    async fn stream(self: Arc<Self>, slots: Arc<Semaphore>, batch: usize, stop: CancellationToken) {
+    async fn stream(self: Arc<Self>, slots: Slots, stop: CancellationToken) {
         let mut wait = Duration::from_millis(50);
         loop {
-            // Wait for one free slot, then take whatever else is free, up to one batch.
-            let first = tokio::select! {
-                () = stop.cancelled() => return,
-                permit = slots.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => return,
-                },
+            let Some(mut permits) = slots.take(&stop).await else {
+                return;
             };
-            let mut permits = vec![first];
-            while permits.len() < batch {
-                match slots.clone().try_acquire_owned() {
-                    Ok(permit) => permits.push(permit),
-                    Err(_) => break,
-                }
-            }
             let wanted = permits.len();
             let claimed = match self.claim(wanted).await {
                 Ok(claimed) => {
@@ -103,8 +105,11 @@ impl Producer {
                 let shared = self.shared.clone();
                 let handler = self.config.handler.clone();
                 let acker = self.acker.clone();
-                self.tasks
-                    .spawn(execute(shared, handler, job, acker, Some(permit)));
+                let slot = Slot {
+                    held: Some(permit),
+                    gate: slots.gate.clone(),
+                };
+                self.tasks.spawn(execute(shared, handler, job, acker, slot));
             }
             drop(permits);
             if got == wanted {
@@ -118,5 +123,40 @@ impl Producer {
                 () = tokio::time::sleep(self.shared.config.poll_interval) => {}
             }
         }
+    }
+}
+
+/// A kind's slots as one claim stream sees them.
+struct Slots {
+    free: Arc<Semaphore>,
+    /// Held by the stream whose turn it is to wait for a free slot.
+    turn: Arc<Mutex<()>>,
+    batch: usize,
+    /// The kind's handlers, when it prefetches.
+    gate: Option<Arc<Semaphore>>,
+}
+
+impl Slots {
+    /// Waits for this stream's turn and one free slot, then takes whatever else is free, up to
+    /// one batch. `None` once `stop` is cancelled.
+    async fn take(&self, stop: &CancellationToken) -> Option<Vec<OwnedSemaphorePermit>> {
+        tokio::select! {
+            () = stop.cancelled() => None,
+            permits = self.take_in_turn() => permits,
+        }
+    }
+
+    async fn take_in_turn(&self) -> Option<Vec<OwnedSemaphorePermit>> {
+        // The turn is held until the batch is taken, so no other stream takes a slot between.
+        let _turn = self.turn.lock().await;
+        let first = self.free.clone().acquire_owned().await.ok()?;
+        let mut permits = vec![first];
+        while permits.len() < self.batch {
+            match self.free.clone().try_acquire_owned() {
+                Ok(permit) => permits.push(permit),
+                Err(_) => break,
+            }
+        }
+        Some(permits)
     }
 }

@@ -25,3 +25,4 @@ mod security;
 mod settle;
 mod support;
 mod worker;
+mod worker_prefetch;

@@ -578,3 +578,61 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
     let q = queue(&pool);
     assert_eq!(q.claim("noop", 10, "w").await.expect("claim").len(), 10);
 }
+
+/// The claim commits asynchronously, for its own transaction only: inside a transaction the
+/// setting is off once the claim ran, and the pooled connection is back to synchronous commits
+/// afterwards, so the completions that follow on it still wait for the WAL flush.
+#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(pool: PgPool) {
+    enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    let mut conn = pool.acquire().await.expect("conn");
+    let show = "select current_setting('synchronous_commit')";
+    let before: String = sqlx::query_scalar(show)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("show");
+    assert_eq!(before, "on", "the server's default is synchronous");
+
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
+    let claimed = sqlx::query(CLAIM_SQL)
+        .bind("noop")
+        .bind(1_i64)
+        .bind(30_000.0_f64)
+        .bind("w")
+        .bind(None::<&str>)
+        .bind(None::<Vec<String>>)
+        .fetch_all(&mut *tx)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let during: String = sqlx::query_scalar(show)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("show");
+    assert_eq!(
+        during, "off",
+        "the claim's transaction commits asynchronously"
+    );
+    tx.commit().await.expect("commit");
+
+    let after: String = sqlx::query_scalar(show)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("show");
+    assert_eq!(
+        after, "on",
+        "the setting ended with the claim's transaction"
+    );
+    drop(conn);
+    // The claim through the queue, on the pool, changes no connection either.
+    let q = queue(&pool);
+    assert_eq!(q.claim("noop", 1, "w").await.expect("claim").len(), 1);
+    for _ in 0..4 {
+        let setting: String = sqlx::query_scalar(show)
+            .fetch_one(&pool)
+            .await
+            .expect("show");
+        assert_eq!(setting, "on");
+    }
+}

@@ -41,8 +41,13 @@ impl Anchor {
     }
 }
 
-/// Runs `script` for `jobs` jobs against the server of `database_url`.
-pub(super) async fn run(script: &Path, database_url: &str, jobs: usize) -> anyhow::Result<Anchor> {
+/// Runs `script` for `jobs` jobs at `concurrency` against the server of `database_url`.
+pub(super) async fn run(
+    script: &Path,
+    database_url: &str,
+    jobs: usize,
+    concurrency: usize,
+) -> anyhow::Result<Anchor> {
     if !script.is_file() {
         return Ok(Anchor::skipped(format!(
             "graphile-worker skipped: {} not found (pass --anchor PATH)",
@@ -52,6 +57,7 @@ pub(super) async fn run(script: &Path, database_url: &str, jobs: usize) -> anyho
     let output = tokio::process::Command::new("bash")
         .arg(script)
         .env("N", jobs.to_string())
+        .env("CONCURRENCY", concurrency.to_string())
         .env("PGURL", server_url(database_url))
         .stdin(Stdio::null())
         .output()
@@ -129,6 +135,7 @@ mod tests {
         let anchor = run(
             Path::new("/nonexistent/run.sh"),
             "postgres://x@127.0.0.1",
+            10,
             10,
         )
         .await

@@ -59,6 +59,17 @@ impl SettingFigures {
     }
 }
 
+/// docket at graphile-worker's concurrency: claiming only for free handlers, and prefetching
+/// as many jobs as graphile-worker's local queue holds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Equal {
+    pub concurrency: usize,
+    pub plain: Round,
+    pub prefetch: usize,
+    pub prefetch_batch: usize,
+    pub prefetched: Round,
+}
+
 /// Pickup latencies of one mode.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Latency {
@@ -88,6 +99,7 @@ pub(super) struct Figures {
     pub jobs: usize,
     pub headline: Setting,
     pub settings: Vec<SettingFigures>,
+    pub equal: Equal,
     pub enqueue_jobs_per_s: f64,
     pub notify: Latency,
     pub poll: Latency,
@@ -110,6 +122,19 @@ impl Figures {
         let best = self.best()?.ours.jobs_per_s;
         let graphile = self.graphile.batched.as_ref()?.jobs_per_s;
         Some(ratio(best, graphile))
+    }
+
+    /// docket without prefetch against graphile-worker's default runner, both at the equal
+    /// concurrency.
+    fn equal_plain_vs_graphile_default(&self) -> Option<f64> {
+        let graphile = self.graphile.default.as_ref()?.jobs_per_s;
+        Some(ratio(self.equal.plain.jobs_per_s, graphile))
+    }
+
+    /// docket prefetching against graphile-worker's local queue, both at the equal concurrency.
+    fn equal_prefetch_vs_graphile_batched(&self) -> Option<f64> {
+        let graphile = self.graphile.batched.as_ref()?.jobs_per_s;
+        Some(ratio(self.equal.prefetched.jobs_per_s, graphile))
     }
 }
 
@@ -143,6 +168,7 @@ pub(super) fn table(figures: &Figures) -> String {
             s.ratio()
         );
     }
+    equal_table(&mut out, figures);
     let _ = writeln!(
         out,
         "\nenqueue (enqueue_many, 1000 per transaction): {:.0} jobs/s",
@@ -212,6 +238,46 @@ pub(super) fn table(figures: &Figures) -> String {
     out
 }
 
+/// The equal-concurrency rows, each beside the graphile-worker mode it matches.
+fn equal_table(out: &mut String, figures: &Figures) {
+    let equal = &figures.equal;
+    let _ = writeln!(
+        out,
+        "\nequal concurrency ({}), docket against graphile-worker in the same run",
+        equal.concurrency
+    );
+    let rows = [
+        (
+            "no prefetch".to_owned(),
+            equal.plain.jobs_per_s,
+            "default runner",
+            &figures.graphile.default,
+        ),
+        (
+            format!(
+                "prefetch {} (batch {})",
+                equal.prefetch, equal.prefetch_batch
+            ),
+            equal.prefetched.jobs_per_s,
+            "localQueue",
+            &figures.graphile.batched,
+        ),
+    ];
+    for (name, ours, mode, graphile) in rows {
+        let (theirs, vs) = match graphile {
+            Some(run) => (
+                format!("{:.0}", run.jobs_per_s),
+                format!("{:.2}×", ratio(ours, run.jobs_per_s)),
+            ),
+            None => ("not measured".to_owned(), "-".to_owned()),
+        };
+        let _ = writeln!(
+            out,
+            "  docket {name:<24} {ours:>8.0} jobs/s   graphile-worker {mode:<15} {theirs:>12} jobs/s   {vs}"
+        );
+    }
+}
+
 fn verdict(value: Option<(f64, bool)>) -> String {
     match value {
         Some((value, true)) => format!("met ({value:.2})"),
@@ -264,6 +330,13 @@ pub(super) fn json(figures: &Figures) -> String {
         "graphile_batched_jobs_per_s": graphile_rate(&figures.graphile.batched),
         "graphile_enqueue_jobs_per_s": figures.graphile.default.as_ref().map(|r| r.enqueue_jobs_per_s),
         "best_vs_graphile_batched": figures.best_vs_graphile_batched().map(round3),
+        "equal_concurrency": figures.equal.concurrency,
+        "equal_plain_jobs_per_s": round1(figures.equal.plain.jobs_per_s),
+        "equal_prefetch": figures.equal.prefetch,
+        "equal_prefetch_claim_batch": figures.equal.prefetch_batch,
+        "equal_prefetch_jobs_per_s": round1(figures.equal.prefetched.jobs_per_s),
+        "equal_plain_vs_graphile_default": figures.equal_plain_vs_graphile_default().map(round3),
+        "equal_prefetch_vs_graphile_batched": figures.equal_prefetch_vs_graphile_batched().map(round3),
         "matrix": matrix,
     })
     .to_string()
