@@ -118,8 +118,14 @@ async fn venv_with(venv: &Path, packages: &[&str]) -> anyhow::Result<PathBuf> {
     if ready {
         return Ok(python);
     }
+    create_venv(venv, packages).await
+}
+
+/// Creates `venv` (if needed) and pip-installs `packages` into it; answers its python.
+pub(crate) async fn create_venv(venv: &Path, packages: &[&str]) -> anyhow::Result<PathBuf> {
+    let python = venv.join("bin/python");
     eprintln!(
-        "bench: installing {} into {}",
+        "bench: installing {} into {} (once)",
         packages.join(" "),
         venv.display()
     );

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use docket::documents::{self, NewDocument};
-use docket::embed::{Embedder, LocalConfig, LocalEmbedder, Purpose};
+use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
 use docket::pipeline::chunk::TokenCounter;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
@@ -34,18 +34,7 @@ pub fn model() -> LocalEmbedder {
     static MODEL: OnceLock<LocalEmbedder> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let dir = model_dir();
-            assert!(
-                dir.join("model.safetensors").is_file(),
-                "the local model is not installed in {}: run scripts/get-model.sh \
-                 (make test does it first)",
-                dir.display()
-            );
-            LocalEmbedder::load(&LocalConfig {
-                model_dir: dir,
-                threads: 2,
-            })
-            .expect("the installed model loads")
+            crate::support::load_local_model(model_dir(), "scripts/get-model.sh all-MiniLM-L6-v2")
         })
         .clone()
 }

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use docket::embed::{Embedder, LocalConfig, LocalEmbedder, Purpose};
+use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -28,18 +28,7 @@ fn model() -> LocalEmbedder {
     static MODEL: OnceLock<LocalEmbedder> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let dir = model_dir();
-            assert!(
-                dir.join("model.safetensors").is_file(),
-                "multilingual-e5-small is not installed in {}: run \
-                 scripts/get-model.sh multilingual-e5-small (make test does it first)",
-                dir.display()
-            );
-            LocalEmbedder::load(&LocalConfig {
-                model_dir: dir,
-                threads: 2,
-            })
-            .expect("the installed model loads")
+            support::load_local_model(model_dir(), "scripts/get-model.sh multilingual-e5-small")
         })
         .clone()
 }

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits};
+use docket::embed::{
+    Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
+    RateLimits,
+};
 use docket::extract::PdfLimits;
 use docket::http::{self, AppState};
 use docket::pipeline::chunk::ChunkConfig;
@@ -207,6 +210,21 @@ where
 }
 
 /// The bytes of `fixtures/<relative>`.
+/// Loads the local model installed in `dir` on two threads, or fails saying how to install it
+/// (`install` is the command); local-model tests never skip.
+pub fn load_local_model(dir: std::path::PathBuf, install: &str) -> LocalEmbedder {
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "no local model is installed in {}: run {install} (make test does it first)",
+        dir.display()
+    );
+    LocalEmbedder::load(&LocalConfig {
+        model_dir: dir,
+        threads: 2,
+    })
+    .expect("the installed model loads")
+}
+
 pub fn fixture(relative: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")

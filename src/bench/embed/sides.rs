@@ -183,31 +183,5 @@ async fn ensure_venv(venv: &Path, check: &str, packages: &[&str]) -> anyhow::Res
     if ready {
         return Ok(python);
     }
-    eprintln!(
-        "bench embed: installing {} into {} (once)",
-        packages.join(", "),
-        venv.display()
-    );
-    let status = tokio::process::Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(venv)
-        .status()
-        .await
-        .context("python3 -m venv")?;
-    if !status.success() {
-        bail!(
-            "python3 -m venv {} failed (is python3-venv installed?)",
-            venv.display()
-        );
-    }
-    let status = tokio::process::Command::new(venv.join("bin/pip"))
-        .args(["install", "-q", "--disable-pip-version-check"])
-        .args(packages)
-        .status()
-        .await
-        .context("pip install")?;
-    if !status.success() {
-        bail!("installing {} failed", packages.join(", "));
-    }
-    Ok(python)
+    crate::bench::create_venv(venv, packages).await
 }

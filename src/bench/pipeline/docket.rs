@@ -57,6 +57,14 @@ impl Provider {
 }
 
 /// docket serving in this process on a fresh scratch database.
+/// What [`Docket::measure_window`] saw: the server's stats at both ends, and the documents that
+/// became ready in between.
+pub(super) struct Window {
+    pub(super) before: StatsSnapshot,
+    pub(super) after: StatsSnapshot,
+    pub(super) ready: i64,
+}
+
 pub(super) struct Docket {
     pub(super) pool: sqlx::PgPool,
     uploader: Uploader,
@@ -122,6 +130,31 @@ impl Docket {
             }
         }
         Ok(())
+    }
+
+    /// Waits (at most 120 s) for the first answered embedding request, then measures `seconds`:
+    /// the server's stats and the ready documents at the start and at the end of the window.
+    pub(super) async fn measure_window(
+        &self,
+        server: &EmbeddingServer,
+        seconds: u64,
+    ) -> anyhow::Result<Window> {
+        let started = std::time::Instant::now();
+        while answered(&server.stats()) == 0 {
+            anyhow::ensure!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "no embedding request arrived within 120 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let before = server.stats();
+        let ready_before = self.ready().await?;
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        Ok(Window {
+            before,
+            after: server.stats(),
+            ready: self.ready().await? - ready_before,
+        })
     }
 
     pub(super) async fn ready(&self) -> anyhow::Result<i64> {

@@ -192,22 +192,7 @@ async fn measure(args: &PipelineBench, rpm: NonZeroU32, processes: usize) -> any
         children.push(spawn_worker(&args.database_url, &server, rpm)?);
     }
     let upload = docket.upload(documents);
-    let measured = async {
-        let started = Instant::now();
-        while answered(&server.stats()) == 0 {
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(120),
-                "no embedding request arrived within 120 s"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let before = server.stats();
-        let ready_before = docket.ready().await?;
-        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-        let after = server.stats();
-        let ready_after = docket.ready().await?;
-        Ok((before, after, ready_after - ready_before))
-    };
+    let measured = docket.measure_window(&server, args.seconds);
     let (uploaded, measured) = tokio::join!(upload, measured);
     for child in &mut children {
         // The scratch database is dropped next: nothing of the children's work is kept.
@@ -215,7 +200,11 @@ async fn measure(args: &PipelineBench, rpm: NonZeroU32, processes: usize) -> any
         let _ = child.wait().await;
     }
     uploaded?;
-    let (before, after, documents) = measured?;
+    let super::docket::Window {
+        before,
+        after,
+        ready: documents,
+    } = measured?;
     docket.stop().await?;
     let requests = answered(&after) - answered(&before);
     let allowed = f64::from(rpm.get()) * args.seconds as f64 / 60.0;

@@ -202,31 +202,19 @@ async fn rate_limited(args: &PipelineBench, rpm: NonZeroU32) -> anyhow::Result<L
     )
     .await?;
     let upload = docket.upload(documents);
-    let measure = async {
-        let started = Instant::now();
-        while answered(&server.stats()) == 0 {
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(120),
-                "no embedding request arrived within 120 s"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let before = server.stats();
-        let ready_before = docket.ready().await?;
-        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-        let after = server.stats();
-        let ready_after = docket.ready().await?;
-        Ok((before, after, ready_before, ready_after))
-    };
+    let measure = docket.measure_window(&server, args.seconds);
     let (uploaded, measured) = tokio::join!(upload, measure);
     uploaded?;
-    let (before, after, ready_before, ready_after) = measured?;
+    let docket::Window {
+        before,
+        after,
+        ready: documents,
+    } = measured?;
     let chunks_per_document = docket.chunks_per_ready_document().await?;
     docket.stop().await?;
     let requests = answered(&after) - answered(&before);
     let minutes = args.seconds as f64 / 60.0;
     let achieved_rpm = requests as f64 / minutes;
-    let documents = ready_after - ready_before;
     Ok(Limited {
         requests,
         achieved_rpm,
