@@ -101,6 +101,19 @@ async fn scratch_database(url: &str, name: &str, fresh: bool) -> anyhow::Result<
         .with_context(|| format!("connecting to {name}"))
 }
 
+/// Drops the scratch database `name` (made by [`scratch_database`]) on the server `url` points at.
+async fn drop_scratch_database(url: &str, name: &str) -> anyhow::Result<()> {
+    let admin = scratch_database(url, "postgres", false).await?;
+    // The name is a constant identifier: no quoting concerns.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database if exists {name} with (force)"
+    )))
+    .execute(&admin)
+    .await?;
+    admin.close().await;
+    Ok(())
+}
+
 /// The Python of `venv`, after creating it and installing `packages` when one of them is
 /// missing (checked with `pip show`, so a second run costs well under a second).
 async fn venv_with(venv: &Path, packages: &[&str]) -> anyhow::Result<PathBuf> {

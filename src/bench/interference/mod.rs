@@ -95,12 +95,7 @@ pub async fn run(args: InterferenceBench) -> anyhow::Result<()> {
     let result = measure(&pool, &args).await;
     pool.close().await;
     if !args.keep {
-        let admin = super::scratch_database(&args.database_url, "postgres", false).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists {DATABASE} with (force)"
-        )))
-        .execute(&admin)
-        .await?;
+        super::drop_scratch_database(&args.database_url, DATABASE).await?;
     }
     result
 }
