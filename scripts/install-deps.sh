@@ -142,6 +142,20 @@ ensure_rust_toolchain() {
   done
 }
 
+# sqlx's command line, for `make prepare` and the check that the committed .sqlx/ matches the
+# queries (`cargo sqlx prepare --check`). Its version follows the sqlx in Cargo.lock; only its
+# PostgreSQL driver is built (the cluster is on loopback, so no TLS either).
+ensure_sqlx_cli() {
+  local wanted
+  wanted="$(awk '/^name = "sqlx"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)"
+  [[ -n "$wanted" ]] || die "cannot read sqlx's version from Cargo.lock"
+  if [[ "$(cargo sqlx --version 2>/dev/null)" == *" $wanted"* ]]; then
+    return 0
+  fi
+  say "installing sqlx-cli $wanted (cargo install; a few minutes, once)"
+  cargo install sqlx-cli --version "=$wanted" --locked --no-default-features --features postgres >&2
+}
+
 has_debian_cluster() {
   [[ -f "$CLUSTER_CONF_DIR/postgresql.conf" ]] && command -v pg_lsclusters >/dev/null
 }
@@ -423,6 +437,7 @@ main() {
   ensure_browser_test_packages
   # Last: a missing toolchain needs the person's hand, and everything else should be done by then.
   ensure_rust_toolchain
+  ensure_sqlx_cli
 }
 
 main "$@"

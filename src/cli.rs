@@ -53,10 +53,13 @@ enum Command {
     Ingest(crate::ingest::IngestArgs),
     /// Search the stored chunks (embeds the query with the configured embedder).
     Search(SearchArgs),
-    /// Benchmarks; each prints a table and, last, one JSON line.
+    /// Benchmarks; each prints a table and, last, one JSON line. They are the `docket-bench`
+    /// binary beside this one (`cargo build --release -p docket-bench`), run with these
+    /// arguments: the product binary does not carry them.
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        command: crate::bench::BenchCommand,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
 }
 
@@ -178,6 +181,11 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Command::Bench { args } = cli.command {
+        // Before the runtime starts: the process is replaced, threads and all.
+        eprintln!("error: {:#}", run_bench(args));
+        return ExitCode::FAILURE;
+    }
     if let Command::Ingest(args) = cli.command {
         // Ingest has exit codes of its own (rejected files vs. a run that could not finish).
         return runtime.block_on(crate::ingest::run(args));
@@ -189,6 +197,21 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Replaces this process with `docket-bench args…` from this binary's directory; returns only
+/// the reason when that fails.
+fn run_bench(args: Vec<std::ffi::OsString>) -> anyhow::Error {
+    use std::os::unix::process::CommandExt as _;
+    let bench = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name("docket-bench"),
+        Err(err) => return anyhow::Error::new(err).context("finding this binary's directory"),
+    };
+    let err = std::process::Command::new(&bench).args(args).exec();
+    anyhow::Error::new(err).context(format!(
+        "running {} (build it with `cargo build --release -p docket-bench`)",
+        bench.display()
+    ))
 }
 
 fn init_tracing() {
@@ -212,13 +235,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             crate::app::run_worker(config, crate::app::shutdown_signal()).await
         }
         Command::Migrate(database) => {
-            let pool = crate::app::connect(&database).await?;
-            crate::app::migrate(&pool).await?;
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
+            crate::db::migrate(&pool).await?;
             println!("migrations applied");
             Ok(())
         }
         Command::Jobs { database, command } => {
-            let pool = crate::app::connect(&database).await?;
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
             jobs(
                 Queue::new(pool, std::time::Duration::from_secs(60)),
                 command,
@@ -226,15 +249,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
             .await
         }
         Command::Schedule { database, command } => {
-            let pool = crate::app::connect(&database).await?;
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
             schedule(&pool, &database.database_url, command).await
         }
         Command::Models { database, command } => {
-            let pool = crate::app::connect(&database).await?;
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
             models(&pool, command).await
         }
         Command::Search(args) => search(args).await,
-        Command::Bench { command } => crate::bench::run(command).await,
+        Command::Bench { args } => Err(run_bench(args)),
         Command::Ingest(args) => {
             // Handled in `main`, which returns its exit code; kept here so the match is total.
             crate::ingest::run(args).await;
@@ -469,8 +492,8 @@ async fn search(args: SearchArgs) -> anyhow::Result<()> {
             args.mode
         )
     })?;
-    let pool = crate::app::connect(&args.database).await?;
-    let embedder = args.pipeline.embedder()?;
+    let pool = crate::db::connect(&args.database.database_url, args.database.db_pool).await?;
+    let embedder = crate::app::EmbedderChoice::of(&args.pipeline).embedder(&args.pipeline)?;
     let model = crate::models::ModelVersion::of(&embedder, &args.pipeline.chunking());
     let searcher = crate::search::Searcher::new(pool, embedder, model);
     let results = searcher

@@ -470,46 +470,13 @@ impl PipelineSettings {
         self.model_dir.clone().unwrap_or_else(default_model_dir)
     }
 
-    /// Whether the model directory holds the three files the local embedder loads.
-    pub fn model_is_present(&self) -> bool {
+    /// Whether the model directory holds the three files the local embedder loads (a look at
+    /// the disk: `app` asks once, through its `EmbedderChoice`).
+    pub fn model_files_present(&self) -> bool {
         let dir = self.model_dir();
         ["config.json", "tokenizer.json", "model.safetensors"]
             .iter()
             .all(|file| dir.join(file).is_file())
-    }
-
-    /// The provider in effect: the configured one, else `local` when its model is present,
-    /// else `hash`.
-    pub fn embedder_kind(&self) -> EmbedderKind {
-        match self.embedder {
-            Some(kind) => kind,
-            None if self.model_is_present() => EmbedderKind::Local,
-            None => EmbedderKind::Hash,
-        }
-    }
-
-    /// Why the provider in effect is not a semantic one, when that is a fallback rather than a
-    /// choice: for the log at start-up (and for the page).
-    pub fn embedder_warning(&self) -> Option<String> {
-        (self.embedder.is_none() && !self.model_is_present()).then(|| {
-            format!(
-                "no embedding model in {} and DOCKET_EMBEDDER is unset: using the hashing embedder, \
-                 which matches spellings, not meaning; run scripts/get-model.sh for semantic search",
-                self.model_dir().display()
-            )
-        })
-    }
-
-    /// Whether this process runs docket's default local model (no `DOCKET_MODEL_DIR`).
-    pub fn follows_default_model(&self) -> bool {
-        self.model_dir.is_none() && self.embedder_kind() == EmbedderKind::Local
-    }
-
-    /// The previous default model's directory, when this process runs the default and that
-    /// model is installed.
-    fn previous_default_dir(&self) -> Option<PathBuf> {
-        let dir = model_cache_dir(PREVIOUS_DEFAULT_MODEL?);
-        (self.follows_default_model() && dir.join("model.safetensors").is_file()).then_some(dir)
     }
 
     /// The local model's settings.
@@ -521,54 +488,19 @@ impl PipelineSettings {
         }
     }
 
-    /// The configured embedder, with the process's one rate limiter inside it. The local model
-    /// is loaded here (about 90 MB read from disk).
-    pub fn embedder(&self) -> Result<crate::embed::Embedder, ConfigError> {
-        use crate::embed::{
-            Embedder, HashEmbedder, Limiter, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
-            RateLimits, Secret,
-        };
-        match self.embedder_kind() {
-            EmbedderKind::Hash => Ok(Embedder::Hash(HashEmbedder::new(self.hash_dims))),
-            EmbedderKind::Local => {
-                let own = LocalEmbedder::load(&self.local())
-                    .map_err(|err| ConfigError(err.to_string()))?;
-                Ok(Embedder::Local(match self.previous_default_dir() {
-                    Some(dir) => match LocalEmbedder::load(&crate::embed::LocalConfig {
-                        model_dir: dir.clone(),
-                        ..self.local()
-                    }) {
-                        Ok(previous) => own.with_previous(previous),
-                        Err(err) => {
-                            tracing::warn!(
-                                "the previous default model in {} does not load, so vectors \
-                                 it made cannot be searched here: {err}",
-                                dir.display()
-                            );
-                            own
-                        }
-                    },
-                    None => own,
-                }))
-            }
-            EmbedderKind::Openai => {
-                let mut config =
-                    OpenAiConfig::new(self.openai_base_url.clone(), self.openai_model.clone());
-                config.api_key = self
-                    .openai_api_key
-                    .clone()
-                    .filter(|k| !k.is_empty())
-                    .map(Secret::new);
-                config.dimensions = self.openai_dimensions;
-                let limiter = std::sync::Arc::new(Limiter::new(RateLimits {
-                    rpm: self.rpm,
-                    tpm: self.tpm,
-                }));
-                OpenAiEmbedder::new(config, limiter)
-                    .map(Embedder::OpenAi)
-                    .map_err(|err| ConfigError(format!("the OpenAI-compatible embedder: {err}")))
-            }
-        }
+    /// The OpenAI-compatible API's settings.
+    pub fn openai(&self) -> crate::embed::OpenAiConfig {
+        let mut config = crate::embed::OpenAiConfig::new(
+            self.openai_base_url.clone(),
+            self.openai_model.clone(),
+        );
+        config.api_key = self
+            .openai_api_key
+            .clone()
+            .filter(|k| !k.is_empty())
+            .map(crate::embed::Secret::new);
+        config.dimensions = self.openai_dimensions;
+        config
     }
 
     /// Chunking as configured.
@@ -577,23 +509,6 @@ impl PipelineSettings {
             target_tokens: self.chunk_tokens,
             overlap_tokens: self.chunk_overlap,
         }
-    }
-
-    /// PDF extraction limits; the isolated extractor is this very binary.
-    pub fn pdf_limits(&self) -> Result<crate::extract::PdfLimits, ConfigError> {
-        let exe = std::env::current_exe().map_err(|err| {
-            ConfigError(format!(
-                "cannot find the docket binary for PDF isolation: {err}"
-            ))
-        })?;
-        let mut limits = crate::extract::PdfLimits::new(exe);
-        limits.timeout = Duration::from_secs(self.extract_timeout_secs.max(1));
-        limits.memory_bytes = self.extract_memory_mb.max(64) * 1024 * 1024;
-        limits.ocr.enabled = self.ocr;
-        limits.ocr.languages =
-            crate::extract::Languages::parse(&self.ocr_langs).map_err(ConfigError)?;
-        limits.ocr.max_pages = self.ocr_max_pages;
-        Ok(limits)
     }
 
     pub fn concurrency(&self) -> crate::pipeline::PipelineConcurrency {
@@ -616,16 +531,26 @@ impl PipelineSettings {
                 "DOCKET_EMBED_THREADS must be at least 1".into(),
             ));
         }
-        match self.embedder_kind() {
+        match self.embedder {
             // Loading the model twice at start-up would double its cost; its files are checked
             // here and its load errors surface when the pipeline is built.
-            EmbedderKind::Local if !self.model_is_present() => Err(ConfigError(format!(
+            Some(EmbedderKind::Local) if !self.model_files_present() => Err(ConfigError(format!(
                 "DOCKET_EMBEDDER=local but {} lacks config.json, tokenizer.json or \
                  model.safetensors: run scripts/get-model.sh or set DOCKET_MODEL_DIR",
                 self.model_dir().display()
             ))),
-            EmbedderKind::Local => Ok(()),
-            EmbedderKind::Hash | EmbedderKind::Openai => self.embedder().map(|_| ()),
+            // Building the client checks the base URL and the model's dimensions (no I/O).
+            Some(EmbedderKind::Openai) => {
+                let limiter =
+                    std::sync::Arc::new(crate::embed::Limiter::new(crate::embed::RateLimits {
+                        rpm: self.rpm,
+                        tpm: self.tpm,
+                    }));
+                crate::embed::OpenAiEmbedder::new(self.openai(), limiter)
+                    .map(|_| ())
+                    .map_err(|err| ConfigError(format!("the OpenAI-compatible embedder: {err}")))
+            }
+            Some(EmbedderKind::Local | EmbedderKind::Hash) | None => Ok(()),
         }
     }
 }
@@ -645,31 +570,6 @@ mod tests {
         let mut argv = vec!["docket"];
         argv.extend_from_slice(extra);
         Args::try_parse_from(argv).expect("parses").pipeline
-    }
-
-    #[test]
-    fn embedder_defaults_to_local_only_when_the_model_files_are_there() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().to_str().expect("utf-8 path").to_owned();
-        let empty = settings(&["--model-dir", &path]);
-        assert_eq!(empty.embedder_kind(), EmbedderKind::Hash);
-        let warning = empty.embedder_warning().expect("a fallback warns");
-        assert!(warning.contains("get-model.sh"), "{warning}");
-        assert!(
-            !warning.contains("  "),
-            "one sentence, not a source line break: {warning}"
-        );
-
-        for file in ["config.json", "tokenizer.json", "model.safetensors"] {
-            std::fs::write(dir.path().join(file), b"{}").expect("write");
-        }
-        let present = settings(&["--model-dir", &path]);
-        assert_eq!(present.embedder_kind(), EmbedderKind::Local);
-        assert!(present.embedder_warning().is_none());
-
-        let chosen = settings(&["--model-dir", &path, "--embedder", "hash"]);
-        assert_eq!(chosen.embedder_kind(), EmbedderKind::Hash);
-        assert!(chosen.embedder_warning().is_none());
     }
 
     #[derive(Parser)]

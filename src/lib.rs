@@ -40,9 +40,9 @@
 
 pub mod analysis;
 pub mod app;
-pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod db;
 pub mod documents;
 pub mod embed;
 pub mod extract;
@@ -56,5 +56,4 @@ pub mod pipeline;
 pub mod queue;
 pub mod schedule;
 pub mod search;
-pub mod testkit;
 pub mod worker;

@@ -25,7 +25,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
             Json(json!({ "status": "unavailable", "reason": format!("database: {err}") })),
         ),
         Ok(applied) => {
-            let missing: Vec<i64> = crate::app::MIGRATOR
+            let missing: Vec<i64> = crate::db::MIGRATOR
                 .iter()
                 .map(|m| m.version)
                 .filter(|v| !applied.contains(v))

@@ -19,6 +19,7 @@ mod models;
 mod page;
 pub mod schedules;
 mod search;
+mod state;
 mod upload;
 
 use std::future::Future;
@@ -30,31 +31,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use tower_http::trace::TraceLayer;
 
-use crate::queue::Queue;
-use crate::search::Searcher;
 pub use events::EventHub;
+pub use state::{AppState, AppStateBuilder};
 pub use upload::MIN_REQUEST_BYTES;
-
-/// What every handler can reach. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: sqlx::PgPool,
-    pub queue: Queue,
-    /// Job kinds this deployment runs; `POST /api/jobs` accepts only these.
-    pub job_kinds: Arc<Vec<String>>,
-    /// When set, `/api` requires `Authorization: Bearer <token>`.
-    pub api_token: Option<Arc<str>>,
-    /// Largest file accepted in an upload.
-    pub max_upload_bytes: u64,
-    /// Searches with the pipeline's embedder (and the hash embedders of older versions).
-    pub searcher: Arc<Searcher>,
-    /// Why this process's embedder is a fallback, when it is one (`/api/info`, the page).
-    pub embedder_warning: Option<Arc<str>>,
-    /// The one LISTEN connection of this process, fanned out to `/api/events` streams.
-    pub events: EventHub,
-    /// What every request is checked against before any handler runs.
-    pub guard: Arc<Guard>,
-}
 
 /// The checks and bounds every request runs under, beside the bearer token.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@
 //! left to the rescuer, so a stop never hangs.
 //! A database outage never ends the process: every loop logs, backs off and tries again.
 
+pub mod builtin;
 mod completer;
 mod executor;
 mod heartbeat;

@@ -34,7 +34,7 @@ fn error_message(body: &Value) -> &str {
         .unwrap_or_else(|| panic!("no error message in {body}"))
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_file_over_the_limit_is_413_and_one_at_the_limit_is_accepted(pool: PgPool) {
     let api = spawn_api_with_limit(pool.clone(), None, 1000).await;
     let (status, body) = upload(&api, &[("big.txt", vec![b'a'; 1001])]).await;
@@ -69,7 +69,7 @@ async fn a_file_over_the_limit_is_413_and_one_at_the_limit_is_accepted(pool: PgP
     assert_eq!(body["results"][0]["document"]["byte_size"], 3_000_000);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_gif_and_text_named_pdf_are_415_naming_what_they_are(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     // GIF is an image type docket does not read (PNG, JPEG and TIFF go to OCR).
@@ -93,7 +93,7 @@ async fn a_gif_and_text_named_pdf_are_415_naming_what_they_are(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn empty_files_missing_file_fields_and_broken_multipart_are_400(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let (status, body) = upload(&api, &[("empty.txt", Vec::new())]).await;
@@ -144,7 +144,7 @@ async fn empty_files_missing_file_fields_and_broken_multipart_are_400(pool: PgPo
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_same_bytes_again_return_the_existing_document_with_200(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let bytes = b"the same words twice".to_vec();
@@ -163,7 +163,7 @@ async fn the_same_bytes_again_return_the_existing_document_with_200(pool: PgPool
     assert_eq!(count(&pool, "select count(*) from jobs", None).await, 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn twenty_files_in_one_request_come_back_in_order(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let files: Vec<(String, Vec<u8>)> = (0..20)
@@ -206,7 +206,7 @@ async fn twenty_files_in_one_request_come_back_in_order(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn hostile_filenames_are_stored_verbatim_as_data_and_downloads_are_safe(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     for (name, bytes) in [
@@ -281,7 +281,7 @@ async fn hostile_filenames_are_stored_verbatim_as_data_and_downloads_are_safe(po
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_failure_after_the_document_insert_leaves_nothing_behind(pool: PgPool) {
     sqlx::raw_sql(
         "create function refuse_jobs() returns trigger language plpgsql as $$
@@ -320,7 +320,7 @@ async fn a_failure_after_the_document_insert_leaves_nothing_behind(pool: PgPool)
     assert_eq!(body["results"][0]["duplicate"], false);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn listing_pages_newest_first_filters_by_status_and_refuses_unknown_ones(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let mut ids = Vec::new();
@@ -391,7 +391,7 @@ async fn listing_pages_newest_first_filters_by_status_and_refuses_unknown_ones(p
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn detail_download_delete_and_reprocess_of_a_real_pdf(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let bytes = fixture("pdf/pdflatex-outline.pdf");
@@ -521,7 +521,7 @@ fn is_hangul(c: char) -> bool {
     ('\u{ac00}'..='\u{d7a3}').contains(&c)
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn real_pdfs_keep_their_pages_and_the_korean_pdf_gives_korean_chunks(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let outline = upload_one(&api, "outline.pdf", fixture("pdf/pdflatex-outline.pdf")).await;
@@ -574,7 +574,7 @@ async fn real_pdfs_keep_their_pages_and_the_korean_pdf_gives_korean_chunks(pool:
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn every_malformed_file_is_refused_or_fails_with_a_reason_and_the_worker_keeps_working(
     pool: PgPool,
 ) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use docket::embed::{
     EmbedError, Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder, RateLimits, Secret,
 };
-use docket::testkit::embedding_server::{self, Corruption, EmbeddingServer, EmbeddingServerConfig};
+use docket_testkit::embedding_server::{self, Corruption, EmbeddingServer, EmbeddingServerConfig};
 
 const DIMS: usize = 32;
 

@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use docket::embed::{EmbedError, Embedder, FleetBudget, RateLimits};
-use docket::testkit::embedding_server::{self, EmbeddingServer, EmbeddingServerConfig};
+use docket_testkit::embedding_server::{self, EmbeddingServer, EmbeddingServerConfig};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::time::Instant;
@@ -105,7 +105,7 @@ async fn budget_rows(pool: &PgPool) -> i64 {
         .expect("count budgets")
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_both_progress(
     pool: PgPool,
 ) {
@@ -142,7 +142,7 @@ async fn two_processes_sharing_one_limit_never_send_more_than_it_per_window_and_
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn two_processes_sharing_one_token_limit_never_send_more_tokens_than_it_per_window(
     pool: PgPool,
 ) {
@@ -180,7 +180,7 @@ async fn two_processes_sharing_one_token_limit_never_send_more_tokens_than_it_pe
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_pause_written_by_one_process_holds_back_the_next_grant_of_another(pool: PgPool) {
     let server = server(EmbeddingServerConfig::default()).await;
     let first_pool = process_pool(&pool).await;
@@ -201,7 +201,7 @@ async fn a_pause_written_by_one_process_holds_back_the_next_grant_of_another(poo
     assert!(grant.wait <= Duration::from_secs(2), "{grant:?}");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_worker_killed_while_holding_budget_costs_the_fleet_at_most_one_slice(pool: PgPool) {
     // 60 requests a minute: a slice is one request, one second of the rate line, and the burst
     // allowance is one second too. The child's four embed workers want far more than that, so

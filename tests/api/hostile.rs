@@ -24,7 +24,7 @@ async fn document_count(pool: &PgPool) -> i64 {
         .expect("count documents")
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let files: Vec<(String, Vec<u8>)> = (0..101)
@@ -59,7 +59,7 @@ async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
     assert_eq!(document_count(&pool).await, 0);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_file_with_a_bad_name_fails_alone(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     // A C1 control character passes HTTP's header rules but is no part of a name.
@@ -102,7 +102,7 @@ async fn a_file_with_a_bad_name_fails_alone(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
     let guard = docket::http::Guard::new(Default::default(), Duration::from_secs(1), 1);
     let api = Arc::new(spawn_api_with(pool.clone(), None, 1024 * 1024, guard).await);
@@ -142,7 +142,7 @@ async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
     assert_eq!(document_count(&pool).await, 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_extraction_past_its_deadline_fails_the_document(pool: PgPool) {
     let limits = PdfLimits {
         timeout: Duration::from_millis(1),

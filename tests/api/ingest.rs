@@ -65,7 +65,7 @@ fn sample_folder() -> tempfile::TempDir {
     root
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_folder_is_ingested_with_a_summary_and_a_rerun_finds_duplicates(pool: sqlx::PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let folder = sample_folder();
@@ -122,7 +122,7 @@ async fn a_folder_is_ingested_with_a_summary_and_a_rerun_finds_duplicates(pool: 
     assert_eq!(documents, 2);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn accepted_files_exit_zero_and_a_missing_token_exits_two(pool: sqlx::PgPool) {
     let token = "a-token-of-sixteen-chars";
     let api = spawn_api(pool.clone(), Some(token)).await;

@@ -23,7 +23,7 @@ async fn error_code(response: reqwest::Response) -> (StatusCode, String, String)
     )
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let created = api
@@ -80,7 +80,7 @@ async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
     assert_eq!(stats["expired_leases"], 0);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn bad_input_gets_clear_client_errors(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let post = |body: Value| api.client.post(api.url("/api/jobs")).json(&body).send();
@@ -221,7 +221,7 @@ async fn bad_input_gets_clear_client_errors(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn token_guards_the_api_but_not_health_or_the_page(pool: PgPool) {
     let token = "a-long-enough-test-token";
     let api = spawn_api(pool, Some(token)).await;
@@ -265,7 +265,7 @@ async fn token_guards_the_api_but_not_health_or_the_page(pool: PgPool) {
     assert!(csp.to_str().expect("ascii").contains("script-src 'self'"));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn readyz_reports_missing_migrations(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let ready = api

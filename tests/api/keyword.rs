@@ -22,7 +22,7 @@ fn q(query: &str) -> String {
     url::form_urlencoded::byte_serialize(query.as_bytes()).collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_question_sharing_only_some_words_ranks_the_chunk_with_the_rarest_first(pool: PgPool) {
     let model = register_active(&pool).await;
     // Many chunks share the common words of the question; one holds its rare ones.
@@ -58,7 +58,7 @@ async fn a_question_sharing_only_some_words_ranks_the_chunk_with_the_rarest_firs
     assert!(hits(&body).is_empty(), "{body}");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_korean_question_finds_its_passage_by_keywords_despite_other_word_endings(pool: PgPool) {
     register_active(&pool).await;
     let pipeline = hash_pipeline(&pool).await;
@@ -84,7 +84,7 @@ async fn a_korean_question_finds_its_passage_by_keywords_despite_other_word_endi
     assert!(marked(hit).iter().any(|m| m.starts_with("필요")), "{hit}");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_japanese_question_without_spaces_finds_its_passage_by_keywords(pool: PgPool) {
     register_active(&pool).await;
     let pipeline = hash_pipeline(&pool).await;
@@ -113,7 +113,7 @@ async fn a_japanese_question_without_spaces_finds_its_passage_by_keywords(pool: 
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn grouped_results_keep_one_long_document_from_filling_the_page(pool: PgPool) {
     let model = register_active(&pool).await;
     let long: Vec<String> = (0..40)
@@ -172,7 +172,7 @@ async fn frequencies(pool: &PgPool, term: &str) -> (i32, i64) {
     (counted.unwrap_or(0), real)
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn document_frequencies_follow_uploads_reprocessing_and_deletes(pool: PgPool) {
     register_active(&pool).await;
     let pipeline = hash_pipeline(&pool).await;

@@ -195,7 +195,7 @@ const QUESTIONS: [(&str, &str); 3] = [
 /// Ingests the documents through the real pipeline with the local model and asks each question
 /// by vector (the search API is another module's: this queries `embeddings` directly with the
 /// model's vector of the question, cosine distance, over the pipeline's model version).
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_paraphrased_question_finds_its_pdf_by_vector_and_not_by_words(pool: PgPool) {
     paraphrased_questions_find_their_documents(pool, model()).await;
 }

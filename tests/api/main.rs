@@ -11,6 +11,7 @@ mod hostile;
 mod ingest;
 mod jobs_api;
 mod keyword;
+mod layers;
 mod local;
 mod metrics;
 mod models;

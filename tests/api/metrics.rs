@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use docket::embed::RateLimits;
 use docket::queue::{NewJob, Queue};
-use docket::testkit::embedding_server::{self, EmbeddingServerConfig};
 use docket::worker::{Outcome, Registry, Worker, WorkerConfig};
+use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -162,7 +162,7 @@ async fn scrape(api: &crate::support::Api) -> Vec<Sample> {
     parse(&response.text().await.expect("body"))
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn metrics_parse_as_prometheus_text_and_match_the_database(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     // A kind no other test uses, so this process's counters for it are ours alone.
@@ -285,7 +285,7 @@ async fn metrics_parse_as_prometheus_text_and_match_the_database(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn metrics_off_loopback_need_a_token(pool: PgPool) {
     let guard = docket::http::Guard {
         metrics_token: Some("scraper-token-0123456789".into()),
@@ -320,7 +320,7 @@ async fn metrics_off_loopback_need_a_token(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_database_gauges_are_read_at_most_once_per_interval(pool: PgPool) {
     let guard = docket::http::Guard {
         gauges: std::sync::Arc::new(docket::metrics::GaugeCache::new(Duration::from_secs(600))),

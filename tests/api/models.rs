@@ -12,8 +12,8 @@ use docket::pipeline::chunk::ChunkConfig;
 use docket::pipeline::{Pipeline, PipelineConcurrency, reembed};
 use docket::queue::{NewJob, Queue};
 use docket::schedule::{self, NIGHTLY_REEMBED, store};
-use docket::testkit::embedding_server::{self, EmbeddingServerConfig};
 use docket::worker::{Registry, Worker, WorkerConfig};
+use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -104,7 +104,7 @@ async fn embed_jobs_for(pool: &PgPool, version: &str) -> i64 {
     .expect("count")
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn activating_a_new_version_reembeds_every_document_once_and_search_switches(pool: PgPool) {
     let pipeline = pipeline(&pool, Embedder::Hash(HashEmbedder::new(16))).await;
     let old = pipeline.model.model_version.clone();
@@ -208,7 +208,7 @@ async fn activating_a_new_version_reembeds_every_document_once_and_search_switch
     assert_eq!(search_versions(&pool).await, after);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn identical_text_is_copied_not_sent_to_the_provider(pool: PgPool) {
     let server = embedding_server::start(EmbeddingServerConfig {
         dims: 16,
@@ -295,7 +295,7 @@ async fn identical_text_is_copied_not_sent_to_the_provider(pool: PgPool) {
     assert_eq!(status, "ready");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn models_api_lists_adds_and_activates_versions(pool: PgPool) {
     let pipeline = pipeline(&pool, Embedder::Hash(HashEmbedder::new(8))).await;
     let api = spawn_api(pool.clone(), None).await;
@@ -376,7 +376,7 @@ fn hit_versions(body: &Value) -> Vec<(i64, i64, Value)> {
         .collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn during_a_switch_vector_search_finds_a_document_through_its_old_version(pool: PgPool) {
     let pipeline = pipeline(&pool, Embedder::Hash(HashEmbedder::new(64))).await;
     let old = pipeline.model.model_version.clone();

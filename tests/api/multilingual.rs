@@ -246,7 +246,7 @@ fn describe(hits: &[Value]) -> Vec<String> {
         .collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_korean_question_finds_its_korean_passage_by_vector(pool: PgPool) {
     // "Is there a website to check whether Linux works on my notebook?" The FAQ says
     // 랩톱 (laptop), not 노트북, and names linux-on-laptops.com.
@@ -273,7 +273,7 @@ async fn a_korean_question_finds_its_korean_passage_by_vector(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_french_question_finds_its_french_passage_by_vector(pool: PgPool) {
     // "Does a company car count among the remuneration to declare?" The form's note 2 lists
     // "la mise à la disposition d'une voiture de service" among the remunerations in kind.
@@ -295,7 +295,7 @@ async fn a_french_question_finds_its_french_passage_by_vector(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_paraphrase_check_passes_with_the_multilingual_model_too(pool: PgPool) {
     crate::local::paraphrased_questions_find_their_documents(pool, model()).await;
 }
@@ -313,7 +313,7 @@ async fn search_vector(api: &support::Api, question: &str) -> (StatusCode, Value
     (status, response.json().await.expect("JSON"))
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn after_a_change_of_default_model_the_old_vectors_stay_searchable(pool: PgPool) {
     // Before the upgrade: all-MiniLM-L6-v2 embedded a document, and its version is active.
     let minilm = crate::local::model();

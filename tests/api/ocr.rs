@@ -147,7 +147,7 @@ async fn more_pages_than_the_ocr_cap_fail_with_a_readable_reason() {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_scanned_pdf_ends_ready_through_the_ocr_step(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let pipeline = hash_pipeline(&pool).await;
@@ -177,7 +177,7 @@ async fn a_scanned_pdf_ends_ready_through_the_ocr_step(pool: PgPool) {
     assert_eq!(ocr_jobs, 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn hostile_images_fail_with_a_reason_and_the_worker_keeps_working(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let pipeline = hash_pipeline(&pool).await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use docket::embed::RateLimits;
 use docket::pipeline::Pipeline;
 use docket::queue::Queue;
-use docket::testkit::embedding_server::{self, EmbeddingServer, EmbeddingServerConfig};
+use docket_testkit::embedding_server::{self, EmbeddingServer, EmbeddingServerConfig};
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -68,7 +68,7 @@ async fn chunk_texts(pool: &PgPool, ids: &[i64]) -> HashMap<String, u64> {
     texts
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn thirty_percent_faults_under_a_tight_limit_end_ready_with_every_text_embedded_once(
     pool: PgPool,
 ) {
@@ -164,7 +164,7 @@ async fn thirty_percent_faults_under_a_tight_limit_end_ready_with_every_text_emb
     assert_eq!(vectors as u64, total);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn rate_limited_embeds_wait_for_retry_after_and_spend_no_attempt(pool: PgPool) {
     let server = server(EmbeddingServerConfig {
         rpm: Some(2),
@@ -228,7 +228,7 @@ fn long_document(paragraphs: usize) -> Vec<u8> {
     text.into_bytes()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_worker_killed_mid_embedding_resumes_without_re_embedding_finished_batches(pool: PgPool) {
     // Each request takes a while, so the kill lands between checkpoints.
     let server = server(EmbeddingServerConfig {
@@ -365,7 +365,7 @@ async fn a_worker_killed_mid_embedding_resumes_without_re_embedding_finished_bat
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_provider_rejection_fails_the_document_with_its_message_and_never_the_key(pool: PgPool) {
     const KEY: &str = "sk-test-this-key-must-never-show-1234";
     let server = server(EmbeddingServerConfig {
@@ -433,7 +433,7 @@ async fn a_provider_rejection_fails_the_document_with_its_message_and_never_the_
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_400_from_the_provider_fails_the_document_with_the_provider_message(pool: PgPool) {
     let server = server(EmbeddingServerConfig::default()).await;
     // The server makes 32-dimensional vectors; asking for 48 is a request it rejects.

@@ -23,7 +23,7 @@ async fn expire_leases(pool: &PgPool) {
     .expect("expire leases");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn stale_lease_cannot_complete_retry_or_extend(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
@@ -63,7 +63,7 @@ async fn stale_lease_cannot_complete_retry_or_extend(pool: PgPool) {
     assert_eq!(job_state(&pool, id).await.0, "done");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn rescue_does_not_overwrite_a_completion_that_landed_first(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
@@ -77,7 +77,7 @@ async fn rescue_does_not_overwrite_a_completion_that_landed_first(pool: PgPool) 
     assert_eq!(job_state(&pool, id).await.0, "done");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn expired_lease_on_the_last_attempt_goes_dead_with_its_reason(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("noop", json!({})).max_attempts(1)).await;
@@ -90,7 +90,7 @@ async fn expired_lease_on_the_last_attempt_goes_dead_with_its_reason(pool: PgPoo
     assert!(job.last_error.unwrap_or_default().contains("lease expired"));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn rescue_works_in_batches(pool: PgPool) {
     let q = queue(&pool);
     let mut conn = pool.acquire().await.expect("conn");
@@ -111,7 +111,7 @@ async fn rescue_works_in_batches(pool: PgPool) {
     assert_eq!(ready, 25);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn transient_failures_back_off_with_growing_jittered_delays(pool: PgPool) {
     let q = queue(&pool);
     let policy = RetryPolicy {
@@ -183,7 +183,7 @@ async fn transient_failures_back_off_with_growing_jittered_delays(pool: PgPool) 
     assert_eq!((attempts, history), (4, 4));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn max_attempts_leads_to_dead_with_the_error_history(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("flaky", json!({})).max_attempts(3)).await;
@@ -235,7 +235,7 @@ async fn max_attempts_leads_to_dead_with_the_error_history(pool: PgPool) {
     assert_eq!((status.as_str(), attempts, history), ("done", 4, 3));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn every_retry_of_a_dead_job_adds_its_original_budget_and_never_overflows(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("flaky", json!({})).max_attempts(3)).await;
@@ -260,7 +260,7 @@ async fn every_retry_of_a_dead_job_adds_its_original_budget_and_never_overflows(
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn permanent_failure_is_dead_at_once(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("parse", json!({}))).await;
@@ -280,7 +280,7 @@ async fn permanent_failure_is_dead_at_once(pool: PgPool) {
     ));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn rate_limited_retry_gives_the_attempt_back(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("embed", json!({})).max_attempts(1)).await;
@@ -300,7 +300,7 @@ async fn rate_limited_retry_gives_the_attempt_back(pool: PgPool) {
     assert_eq!(job_state(&pool, id).await, ("ready".to_owned(), 0, 0));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn same_idempotency_key_gives_one_job(pool: PgPool) {
     let job = NewJob::new("noop", json!({ "doc": 1 })).idempotency_key("extract:doc-1");
     let mut conn = pool.acquire().await.expect("conn");
@@ -310,7 +310,7 @@ async fn same_idempotency_key_gives_one_job(pool: PgPool) {
     assert_eq!(first.id, second.id);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn concurrent_enqueues_of_one_key_give_one_job(pool: PgPool) {
     let tasks: Vec<_> = (0..16)
         .map(|_| {
@@ -340,7 +340,7 @@ async fn concurrent_enqueues_of_one_key_give_one_job(pool: PgPool) {
     assert_eq!(count, 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn batch_enqueue_skips_existing_keys(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
     let jobs: Vec<NewJob> = (0..10)
@@ -358,7 +358,7 @@ async fn batch_enqueue_skips_existing_keys(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn rolled_back_transaction_leaves_no_job(pool: PgPool) {
     let mut tx = pool.begin().await.expect("begin");
     queue::enqueue(&mut tx, &NewJob::new("noop", json!({})))
@@ -386,7 +386,7 @@ async fn rolled_back_transaction_leaves_no_job(pool: PgPool) {
     assert_eq!(count, 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn delayed_job_is_not_claimed_before_its_time(pool: PgPool) {
     let q = queue(&pool);
     let later = chrono::Utc::now() + chrono::Duration::hours(1);
@@ -396,7 +396,7 @@ async fn delayed_job_is_not_claimed_before_its_time(pool: PgPool) {
     assert_eq!(q.claim("noop", 10, "w").await.expect("claim").len(), 1);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn claims_never_hand_one_job_to_two_workers(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
     let jobs: Vec<NewJob> = (0..500)
@@ -429,7 +429,7 @@ async fn claims_never_hand_one_job_to_two_workers(pool: PgPool) {
     assert_eq!(distinct.len(), 500);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn cancel_stops_a_ready_job_and_fences_a_running_one(pool: PgPool) {
     let q = queue(&pool);
     let ready = enqueue(&pool, NewJob::new("a", json!({}))).await;
@@ -448,7 +448,7 @@ async fn cancel_stops_a_ready_job_and_fences_a_running_one(pool: PgPool) {
     assert!(q.claim("a", 1, "w").await.expect("claim").is_empty());
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn retention_prunes_old_done_jobs_in_batches_and_keeps_dead_ones(pool: PgPool) {
     sqlx::query(
         "insert into jobs (kind, status, finished_at, attempts)
@@ -487,7 +487,7 @@ async fn retention_prunes_old_done_jobs_in_batches_and_keeps_dead_ones(pool: PgP
     assert_eq!(left, [("dead".to_owned(), 25), ("ready".to_owned(), 1)]);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn error_history_is_bounded(pool: PgPool) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("flaky", json!({})).max_attempts(100)).await;
@@ -509,7 +509,7 @@ async fn error_history_is_bounded(pool: PgPool) {
     assert_eq!(errors[19]["error"], "failure 25");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn oversized_payload_and_bad_kind_are_refused(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
     let big = NewJob::new("noop", json!({ "blob": "x".repeat(70 * 1024) }));
@@ -526,7 +526,7 @@ async fn oversized_payload_and_bad_kind_are_refused(pool: PgPool) {
 /// The plan of the claim statement on a table of 100,000 done rows: it must read the partial
 /// index of ready jobs, under a custom and under a generic plan (sqlx prepares statements,
 /// and PostgreSQL switches to a generic plan after five runs).
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
     sqlx::query(
         "insert into jobs (kind, status, attempts, finished_at)
@@ -582,7 +582,7 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
 /// The claim commits asynchronously, for its own transaction only: inside a transaction the
 /// setting is off once the claim ran, and the pooled connection is back to synchronous commits
 /// afterwards, so the completions that follow on it still wait for the WAL flush.
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(pool: PgPool) {
     enqueue(&pool, NewJob::new("noop", json!({}))).await;
     enqueue(&pool, NewJob::new("noop", json!({}))).await;

@@ -329,7 +329,7 @@ async fn search(api: &crate::support::Api, query: &str) -> Vec<i64> {
         .collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_replica_search_finds_what_the_primary_has_and_falls_back_when_the_replica_is_stopped(
     pool: PgPool,
 ) {
@@ -420,7 +420,7 @@ async fn a_replica_search_finds_what_the_primary_has_and_falls_back_when_the_rep
     .await;
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
     let model = register_active(&pool).await;
     let text = |s: &str| vec![format!("Notes on tide tables and {s}")];

@@ -51,7 +51,7 @@ fn keys(name: &str, times: impl IntoIterator<Item = DateTime<Utc>>) -> Vec<Strin
     times.into_iter().map(|t| firing_key(name, t)).collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn two_scheduler_loops_over_a_simulated_week_fire_every_firing_exactly_once(pool: PgPool) {
     let start = utc(2026, 3, 25, 0, 0);
     let end = start + Duration::days(7);
@@ -114,7 +114,7 @@ async fn two_scheduler_loops_over_a_simulated_week_fire_every_firing_exactly_onc
     assert_eq!(cursor, Some(end));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn concurrent_firings_without_the_lock_still_enqueue_each_time_once(pool: PgPool) {
     let start = utc(2026, 5, 1, 0, 0);
     create(&pool, "every-5", "*/5 * * * *", "UTC", start).await;
@@ -135,7 +135,7 @@ async fn concurrent_firings_without_the_lock_still_enqueue_each_time_once(pool: 
     assert_eq!(reported, expected.len(), "no firing was reported twice");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn three_days_down_with_a_one_day_window_runs_exactly_the_firings_inside(pool: PgPool) {
     let t0 = utc(2026, 6, 1, 0, 0);
     create(&pool, "hourly", "0 * * * *", "UTC", t0).await;
@@ -163,7 +163,7 @@ async fn three_days_down_with_a_one_day_window_runs_exactly_the_firings_inside(p
     assert!(again.fired.is_empty() && again.skipped == 0);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_schedule_re_enabled_after_months_never_fires_older_than_its_window(pool: PgPool) {
     // A per-minute schedule left disabled for 100 days: 144,000 missed firings, more than one
     // pass counts, and a one-hour window.
@@ -215,7 +215,7 @@ async fn local_firing_dates(
         .collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn daily_0230_runs_once_on_the_spring_forward_day(pool: PgPool) {
     let zone = chrono_tz::America::New_York; // 2026-03-08: 02:00 EST → 03:00 EDT
     let from = utc(2026, 3, 7, 12, 0);
@@ -231,7 +231,7 @@ async fn daily_0230_runs_once_on_the_spring_forward_day(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn daily_0230_runs_once_on_the_fall_back_day(pool: PgPool) {
     let zone = chrono_tz::America::New_York; // 2026-11-01: 02:00 EDT → 01:00 EST
     let from = utc(2026, 10, 31, 12, 0);
@@ -263,7 +263,7 @@ async fn daily_0230_runs_once_on_the_fall_back_day(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn schedules_api_creates_lists_updates_runs_and_deletes(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let created = api
@@ -348,7 +348,7 @@ async fn schedules_api_creates_lists_updates_runs_and_deletes(pool: PgPool) {
     assert_eq!(gone.status(), StatusCode::NOT_FOUND);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn pg_cron_job_enqueues_with_the_in_app_key_and_never_twice(pool: PgPool) {
     let url = database_url(&pool).await;
     let t0 = utc(2026, 1, 1, 0, 0);

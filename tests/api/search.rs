@@ -150,7 +150,7 @@ pub(crate) fn marked(hit: &Value) -> Vec<String> {
         .collect()
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn text_search_ranks_the_chunk_with_the_words_first_and_highlights_them(pool: PgPool) {
     let model = register_active(&pool).await;
     let paragraphs = readme_paragraphs();
@@ -192,7 +192,7 @@ async fn text_search_ranks_the_chunk_with_the_words_first_and_highlights_them(po
     assert!(held[..last_full].iter().all(|&n| n == 3), "{held:?}");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn japanese_text_without_spaces_is_found_by_its_bigrams(pool: PgPool) {
     let model = register_active(&pool).await;
     seed(&pool, &model, "pdfjs-README.md", &readme_paragraphs()).await;
@@ -222,7 +222,7 @@ async fn japanese_text_without_spaces_is_found_by_its_bigrams(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
     let model = register_active(&pool).await;
     let paragraphs = readme_paragraphs();
@@ -256,7 +256,7 @@ async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
     let model = register_active(&pool).await;
     let texts: Vec<String> = (0..3000)
@@ -290,7 +290,7 @@ async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
     let model = register_active(&pool).await;
     // The big document holds 99% of the vectors, so the index's first ef_search candidates
@@ -361,7 +361,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
     assert!(found[1] < 10, "without it: {} hits", found[1]);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn bad_searches_get_clear_errors(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let long = "a".repeat(1001);
@@ -437,7 +437,7 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
     assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn documents_under_a_version_this_server_cannot_embed_make_a_partial_answer(pool: PgPool) {
     let model = register_active(&pool).await;
     let here = seed(&pool, &model, "here.txt", &readme_paragraphs()[..5]).await;
@@ -491,7 +491,7 @@ async fn documents_under_a_version_this_server_cannot_embed_make_a_partial_answe
     assert_eq!(body["hits"][0]["model_version"], Value::Null);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPool) {
     let model = register_active(&pool).await;
     let api = spawn_api(pool.clone(), None).await;
@@ -507,7 +507,7 @@ async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPo
     assert_eq!(body["embedder"]["warning"], Value::Null);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn info_warns_when_docket_falls_back_to_the_hashing_embedder(pool: PgPool) {
     use clap::Parser;
     #[derive(Parser)]
@@ -581,7 +581,7 @@ async fn next_event<B: AsRef<[u8]>>(
     .unwrap_or_else(|_| panic!("no {name} event"))
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn document_and_job_changes_arrive_as_server_sent_events(pool: PgPool) {
     let token = "a-token-of-sixteen-chars";
     let api = spawn_api(pool.clone(), Some(token)).await;

@@ -38,7 +38,7 @@ fn port(api: &Api) -> &str {
     api.base.rsplit(':').next().expect("a port")
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn requests_from_another_origin_cannot_change_docket(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let refused = [
@@ -127,7 +127,7 @@ async fn requests_from_another_origin_cannot_change_docket(pool: PgPool) {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_foreign_host_cannot_read_or_delete_anything(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let id = upload_one(&api, "private.txt", b"private notes".to_vec()).await;
@@ -170,7 +170,7 @@ async fn a_foreign_host_cannot_read_or_delete_anything(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn behind_a_proxy_the_public_url_is_docket_s_own_origin(pool: PgPool) {
     let guard = docket::http::Guard {
         hosts: docket::http::guard::HostPolicy::new(

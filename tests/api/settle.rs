@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use docket::embed::RateLimits;
 use docket::queue::{JobId, NewJob, Queue};
-use docket::testkit::embedding_server::{self, EmbeddingServerConfig};
 use docket::worker::{JobError, Outcome, Registry, Worker, WorkerConfig};
+use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
@@ -47,7 +47,7 @@ fn queue(pool: &PgPool) -> Queue {
     Queue::new(pool.clone(), Duration::from_secs(30))
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_job_the_rescuer_dead_letters_fails_its_document(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let id = upload_one(&api, "crash.txt", b"the worker dies on this one".to_vec()).await;
@@ -78,7 +78,7 @@ async fn a_job_the_rescuer_dead_letters_fails_its_document(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_cancelled_job_fails_its_document(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let id = upload_one(&api, "cancel.txt", b"a person cancels this".to_vec()).await;
@@ -101,7 +101,7 @@ fn explode() -> Result<Outcome, JobError> {
     panic!("the parser blew up")
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_handler_that_panics_on_its_last_attempt_fails_its_document(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let id = upload_one(&api, "panic.txt", b"this one panics the handler".to_vec()).await;
@@ -126,7 +126,7 @@ async fn a_handler_that_panics_on_its_last_attempt_fails_its_document(pool: PgPo
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_failed_embed_under_another_version_does_not_fail_a_searchable_document(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let hash = hash_pipeline(&pool).await;
@@ -161,7 +161,7 @@ async fn a_failed_embed_under_another_version_does_not_fail_a_searchable_documen
     assert_eq!(settled(&pool, id).await, ("ready".to_owned(), None));
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_process_leaves_embed_jobs_of_versions_it_cannot_build_to_one_that_can(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let hash = hash_pipeline(&pool).await;
@@ -211,7 +211,7 @@ async fn a_process_leaves_embed_jobs_of_versions_it_cannot_build_to_one_that_can
     assert_eq!(complete, 2);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn reprocess_and_delete_stop_the_document_s_running_jobs(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
     let id = upload_one(&api, "busy.txt", b"a document being worked on".to_vec()).await;
@@ -258,7 +258,7 @@ async fn reprocess_and_delete_stop_the_document_s_running_jobs(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn vectors_of_replaced_text_never_land_on_the_new_chunks(pool: PgPool) {
     // Every answer takes a second, so the chunks can change while the request is out.
     let server = embedding_server::start(EmbeddingServerConfig {

@@ -14,8 +14,8 @@ use docket::http::{self, AppState};
 use docket::pipeline::chunk::ChunkConfig;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::{self, JobId, NewJob, Queue};
-use docket::testkit::embedding_server::EmbeddingServer;
 use docket::worker::{Registry, Worker, WorkerConfig};
+use docket_testkit::embedding_server::EmbeddingServer;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -126,20 +126,14 @@ async fn spawn_api_searching_with(
     searcher: docket::search::Searcher,
 ) -> Api {
     let stop = tokio_util::sync::CancellationToken::new();
-    let events = http::EventHub::start(pool.clone(), stop.clone());
+    let state = AppState::builder(pool.clone(), Arc::new(searcher))
+        .queue(Queue::new(pool, Duration::from_secs(30)))
+        .api_token(token)
+        .max_upload_bytes(max_upload_bytes)
+        .guard(guard)
+        .start(stop.clone());
     // Tests watching events must not miss the first ones to a LISTEN still connecting.
-    events.listening().await;
-    let state = AppState {
-        searcher: Arc::new(searcher),
-        events: events.clone(),
-        queue: Queue::new(pool.clone(), Duration::from_secs(30)),
-        pool,
-        job_kinds: Arc::new(vec!["noop".to_owned(), "sleep".to_owned()]),
-        api_token: token.map(Arc::from),
-        max_upload_bytes,
-        embedder_warning: None,
-        guard: Arc::new(guard),
-    };
+    state.events.listening().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback");

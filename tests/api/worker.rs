@@ -35,7 +35,7 @@ fn start(worker: Worker) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     (stop, handle)
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn eight_workers_complete_ten_thousand_jobs_exactly_once(pool: PgPool) {
     const JOBS: usize = 10_000;
     let mut conn = pool.acquire().await.expect("conn");
@@ -94,7 +94,7 @@ async fn eight_workers_complete_ten_thousand_jobs_exactly_once(pool: PgPool) {
     assert_eq!(attempts, 0);
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_kind_never_runs_more_jobs_than_its_concurrency(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
     let jobs: Vec<NewJob> = (0..60)
@@ -173,7 +173,7 @@ async fn wait_for_listener(pool: &PgPool) {
     .await;
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn notify_wakes_an_idle_worker_long_before_the_poll_interval(pool: PgPool) {
     let poll = Duration::from_secs(300);
     let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
@@ -209,7 +209,7 @@ async fn notify_wakes_an_idle_worker_long_before_the_poll_interval(pool: PgPool)
     handle.await.expect("stops");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn polling_alone_drains_the_queue_when_notifications_are_lost(pool: PgPool) {
     let mut registry = Registry::new();
     registry.register("poll", 4, |_job| async { Ok(Outcome::Complete) });
@@ -239,7 +239,7 @@ async fn polling_alone_drains_the_queue_when_notifications_are_lost(pool: PgPool
     handle.await.expect("stops");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn lost_lease_stops_the_handler_and_discards_its_result(pool: PgPool) {
     let wrote = Arc::new(AtomicBool::new(false));
     let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
@@ -277,7 +277,7 @@ async fn lost_lease_stops_the_handler_and_discards_its_result(pool: PgPool) {
     assert_eq!(job_state(&pool, id).await.0, "cancelled");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn heartbeat_keeps_a_job_longer_than_its_lease(pool: PgPool) {
     let mut registry = Registry::new();
     registry.register("long", 1, |_job| async {
@@ -310,7 +310,7 @@ async fn heartbeat_keeps_a_job_longer_than_its_lease(pool: PgPool) {
     handle.await.expect("stops");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn shutdown_hands_unfinished_jobs_back_without_spending_an_attempt(pool: PgPool) {
     let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
     let mut registry = Registry::new();
@@ -348,7 +348,7 @@ async fn shutdown_hands_unfinished_jobs_back_without_spending_an_attempt(pool: P
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_stop_while_the_database_is_away_still_ends(pool: PgPool) {
     let (ran_tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
     let mut registry = Registry::new();
@@ -379,7 +379,7 @@ async fn a_stop_while_the_database_is_away_still_ends(pool: PgPool) {
         .expect("worker task");
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_job_this_process_cannot_run_goes_back_without_spending_an_attempt(pool: PgPool) {
     let mut registry = Registry::new();
     registry.register("picky", 1, |_job| async {
@@ -408,7 +408,7 @@ async fn a_job_this_process_cannot_run_goes_back_without_spending_an_attempt(poo
     );
 }
 
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_panicking_handler_is_retried_and_the_worker_keeps_going(pool: PgPool) {
     let mut registry = Registry::new();
     registry.register("boom", 1, |job| async move {
@@ -452,7 +452,7 @@ async fn a_panicking_handler_is_retried_and_the_worker_keeps_going(pool: PgPool)
 
 /// A real `docket worker` process is killed with SIGKILL while it holds a job; once the lease
 /// expires the rescuer hands the job out again and another worker finishes it.
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_killed_worker_process_loses_nothing(pool: PgPool) {
     let id = enqueue(&pool, NewJob::new("sleep", json!({ "ms": 600_000 }))).await;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docket"))

@@ -35,7 +35,7 @@ async fn enqueue_many(pool: &PgPool, kind: &str, n: usize) {
 
 /// Concurrency 2, prefetch 6: never more than 2 handlers at once, never more than 8 jobs
 /// `running` in the table, and more than 2 at some point (the prefetch is real).
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_prefetching_kind_runs_within_its_concurrency_and_holds_at_most_its_prefetch(
     pool: PgPool,
 ) {
@@ -111,7 +111,7 @@ async fn a_prefetching_kind_runs_within_its_concurrency_and_holds_at_most_its_pr
 /// Concurrency 1, prefetch 3, a lease of one second and handlers of 700 ms: the last of four
 /// jobs claimed together waits over two seconds for its handler. The heartbeat keeps every
 /// waiting lease, so a rescuer running all along finds nothing expired and each job runs once.
-#[sqlx::test(migrator = "docket::app::MIGRATOR")]
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_prefetched_job_keeps_its_lease_while_it_waits_for_a_handler(pool: PgPool) {
     let lease = Duration::from_secs(1);
     enqueue_many(&pool, "slow", 4).await;

@@ -10,7 +10,7 @@
 //! - attention is per text, through strided views of that product (no copies), with the
 //!   texts of a batch spread over the pool's threads;
 //! - biases, GELU, softmax, residual additions and layer norms run in place, fused, threaded
-//!   and vectorised ([`super::kernels`]).
+//!   and vectorised ([`docket_kernels`]).
 //!
 //! It computes exactly BERT's function (erf GELU, post-layer-norm residuals, absolute positions,
 //! token type 0), checked against sentence-transformers' vectors by the reference test. The
@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use candle_core::{CpuStorage, DType, Device, IndexOp, Layout, Storage, Tensor};
 use rayon::prelude::*;
 
-use super::kernels::{self, EmbeddingTables, Span};
+use docket_kernels::{self as kernels, EmbeddingTables, Span};
 
 /// The fields of a Hugging Face BERT or XLM-RoBERTa `config.json` the encoder reads.
 #[derive(Debug, Clone, serde::Deserialize)]

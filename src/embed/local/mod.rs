@@ -12,7 +12,7 @@
 //! Speed: the encoder ([`bert`]) packs the texts of a batch end to end, with no padding, so every
 //! linear layer is one large matrix product over all their tokens; attention runs per text over
 //! strided views, and the element-wise steps are fused, threaded, vectorised kernels
-//! ([`kernels`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
+//! ([`docket_kernels`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
 //! bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
 //! tokio's blocking pool, one call at a time per process (a semaphore), inside a dedicated rayon
 //! pool of a bounded number of threads, so the HTTP server and the queue keep their cores.
@@ -32,7 +32,7 @@ use super::{EmbedError, Purpose};
 use crate::pipeline::chunk::TokenCounter;
 
 mod bert;
-mod kernels;
+
 mod settings;
 
 use bert::{BertConfig, Encoder};
