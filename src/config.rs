@@ -192,7 +192,7 @@ impl ServeConfig {
 #[derive(Debug, Clone, Args)]
 pub struct HttpSettings {
     /// The URL people open docket at when it is behind a reverse proxy (e.g.
-    /// https://docket.example.com): its host is accepted in `Host` and its origin may change things.
+    /// `https://docket.example.com`): its host is accepted in `Host` and its origin may change things.
     #[arg(long, env = "DOCKET_PUBLIC_URL")]
     pub public_url: Option<String>,
 
@@ -341,7 +341,7 @@ pub const DEFAULT_MODEL: &str = "multilingual-e5-small";
 /// on its first start moves the active version over ([`crate::models::adopt_default`]).
 pub const PREVIOUS_DEFAULT_MODEL: Option<&str> = Some("all-MiniLM-L6-v2");
 
-/// Where scripts/get-model.sh installs `model`: ~/.cache/docket/models/<model>.
+/// Where scripts/get-model.sh installs `model`: `~/.cache/docket/models/<model>`.
 pub fn model_cache_dir(model: &str) -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
     home.join(".cache/docket/models").join(model)

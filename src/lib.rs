@@ -5,28 +5,37 @@
 //!
 //! ## Layout
 //!
+//! Modules from the bottom up: each uses only modules above it in this table (the arrows run
+//! down; `tests/api/layers.rs` checks it). docs/ARCHITECTURE.md has the long version: the
+//! layers, the owner of each table, the contracts.
+//!
 //! | module | role |
 //! | --- | --- |
-//! | [`config`] | the only place that reads the environment; validated at start-up |
-//! | [`queue`] | the job queue in PostgreSQL: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
-//! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
-//! | [`documents`] | document rows and their SQL; an upload, its bytes and its first job commit together |
-//! | [`pipeline`] | the job handlers: extract (bytes → chunks) and embed (chunks → vectors), each a checkpoint |
-//! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
-//! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`analysis`] | text → index terms: language detection, stemming and stop words, CJK bigrams (pure) |
+//! | [`chunk`] | text → chunks of a target token count, and the token counting itself (pure) |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
-//! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
-//! | [`testkit`] | real test doubles (an OpenAI-compatible embeddings server) for tests and benchmarks |
-//! | [`http`] | the axum API, server-sent events, health, and the static page |
-//! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
-//! | [`metrics`] | `/metrics`: per-process counters and database gauges in the Prometheus text format |
-//! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
+//! | [`metrics`] | `/metrics`: per-process counters the others push into, database gauges, the Prometheus text format |
+//! | [`db`] | the connection pool and the migrations |
+//! | [`queue`] | the job queue in PostgreSQL, the only reader and writer of `jobs`: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`listen`] | one LISTEN connection that reconnects with backoff (worker wake-ups, page events) |
-//! | [`maintenance`] | the rescuer (expired leases) and retention (old finished jobs), in every process |
-//! | [`bench`] | `docket bench …`: side-by-side measurements ending in one JSON line |
-//! | [`app`] | wires HTTP, workers and maintenance loops from one configuration ([`config::ServeConfig`]) |
+//! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
+//! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
+//! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
+//! | [`documents`] | the document lifecycle, the only writer of `documents.status`; an upload, its bytes and its first job commit together |
+//! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
+//! | [`maintenance`] | the rescuer (expired leases), retention (old finished jobs) and keyword indexing left behind, in every process |
+//! | [`pipeline`] | the job handlers and their payload types: extract (bytes → chunks), OCR, embed (chunks → vectors), reembed; each a checkpoint |
+//! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
+//! | [`http`] | the axum API, server-sent events, health, and the static page |
+//! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
+//! | [`config`] | the only place that reads the environment: plain settings, validated at start-up |
+//! | [`app`] | builds a process from one configuration ([`config::ServeConfig`]): embedder, pipeline, HTTP, workers, maintenance |
 //! | [`cli`] | the `docket` command line |
+//!
+//! Beside this crate, in the workspace: `docket-kernels` (the local encoder's SIMD kernels),
+//! `docket-testkit` (a real OpenAI-compatible test server, for the tests and benchmarks only)
+//! and `docket-bench` (the benchmarks, run as `docket bench …`); the product binary carries
+//! neither of the last two.
 //!
 //! ## Guarantees
 //!

@@ -4,7 +4,7 @@
 //! gracefully on one shutdown future (SIGINT/SIGTERM in the binary, anything in tests).
 //!
 //! The configuration is plain data; what takes I/O to build from it is built here: the
-//! embedder and the PDF limits ([`embedder`]), the pipeline and the handlers ([`pipeline`]),
+//! embedder and the PDF limits ([`embedder`]), the pipeline and the handlers ([`pipeline()`], [`registry()`]),
 //! the HTTP state ([`AppState::builder`]). `connect` and `migrate` are [`crate::db`]'s.
 
 mod embedder;

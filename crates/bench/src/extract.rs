@@ -2,7 +2,7 @@
 //! same files, one file at a time, each under the same wall-clock limit; then OCR against
 //! `ocrmypdf` ([`super::ocr`]).
 //!
-//! "Our step" is what a worker's extract job runs: [`docket::extract::sniff`] then
+//! "Our step" is what a worker's extract job runs: [`docket::extract::sniff()`] then
 //! [`docket::extract::extract_text_layer`] with real [`PdfLimits`] (the isolated
 //! `docket __extract-pdf` child is this very binary; `pdftotext` first, `pdf-extract` where
 //! poppler fails or leaves garbage pages), so its time includes the process starts, the
