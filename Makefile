@@ -83,7 +83,7 @@ browser-test-run:
 lint: ## Check formatting, clippy (warnings are errors) and the docs (broken intra-doc links are errors)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	RUSTDOCFLAGS='-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links' $(CARGO) doc --workspace --no-deps --document-private-items --quiet
+	RUSTDOCFLAGS='-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links' $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 
 prepare: deps ## Write .sqlx/ (the checked queries' offline data) from a scratch database; commit it
 	@scripts/sqlx.sh prepare
