@@ -184,67 +184,102 @@ fn jpeg(bytes: &[u8]) -> Result<ImageInfo, ExtractError> {
 }
 
 fn tiff(bytes: &[u8]) -> Result<ImageInfo, ExtractError> {
-    let little = bytes.starts_with(b"II");
-    let u16_at = |at: usize| -> Option<u32> {
-        let b = bytes.get(at..at.checked_add(2)?)?;
-        let pair = [b[0], b[1]];
-        Some(u32::from(if little {
-            u16::from_le_bytes(pair)
-        } else {
-            u16::from_be_bytes(pair)
-        }))
+    let tiff = Tiff {
+        bytes,
+        little: bytes.starts_with(b"II"),
     };
-    let u32_at = |at: usize| -> Option<u32> {
-        let b = bytes.get(at..at.checked_add(4)?)?;
-        let quad = [b[0], b[1], b[2], b[3]];
-        Some(if little {
-            u32::from_le_bytes(quad)
-        } else {
-            u32::from_be_bytes(quad)
-        })
-    };
-    let truncated =
-        || malformed("the TIFF is truncated or damaged (a directory points past the end)");
     let mut pages = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let mut ifd = u32_at(4).ok_or_else(truncated)? as usize;
+    let mut ifd = tiff.u32_at(4).ok_or_else(tiff_truncated)? as usize;
     while ifd != 0 {
         if !seen.insert(ifd) || pages.len() >= MAX_TIFF_PAGES {
             break;
         }
-        let count = u16_at(ifd).ok_or_else(truncated)? as usize;
+        let (page, next) = tiff.page(ifd)?;
+        pages.push(page);
+        ifd = next;
+    }
+    if pages.is_empty() {
+        return Err(malformed("the TIFF has no pages"));
+    }
+    Ok(ImageInfo {
+        format: ImageFormat::Tiff,
+        pages,
+    })
+}
+
+fn tiff_truncated() -> ExtractError {
+    malformed("the TIFF is truncated or damaged (a directory points past the end)")
+}
+
+/// A TIFF file's bytes, read in its byte order; every read is bounds-checked (`None` past the
+/// end).
+struct Tiff<'a> {
+    bytes: &'a [u8],
+    little: bool,
+}
+
+impl Tiff<'_> {
+    fn u16_at(&self, at: usize) -> Option<u32> {
+        let b = self.bytes.get(at..at.checked_add(2)?)?;
+        let pair = [b[0], b[1]];
+        Some(u32::from(if self.little {
+            u16::from_le_bytes(pair)
+        } else {
+            u16::from_be_bytes(pair)
+        }))
+    }
+
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        let b = self.bytes.get(at..at.checked_add(4)?)?;
+        let quad = [b[0], b[1], b[2], b[3]];
+        Some(if self.little {
+            u32::from_le_bytes(quad)
+        } else {
+            u32::from_be_bytes(quad)
+        })
+    }
+
+    /// Value `i` of the directory entry at `at`, of type `kind` with `n` values: one SHORT (3)
+    /// or LONG (4) sits in the entry, more sit at the offset it holds.
+    fn value(&self, at: usize, kind: u32, n: u32, i: usize) -> Option<u32> {
+        let width = if kind == 3 { 2 } else { 4 };
+        let base = if n as usize * width <= 4 {
+            at + 8
+        } else {
+            self.u32_at(at + 8)? as usize
+        };
+        let item = base.checked_add(i.checked_mul(width)?)?;
+        if kind == 3 {
+            self.u16_at(item)
+        } else {
+            self.u32_at(item)
+        }
+    }
+
+    /// The page of the image directory at `ifd` (its width and height, its image data checked
+    /// to lie inside the file) and the offset of the next directory (0 after the last).
+    fn page(&self, ifd: usize) -> Result<((u32, u32), usize), ExtractError> {
+        let count = self.u16_at(ifd).ok_or_else(tiff_truncated)? as usize;
         let (mut width, mut height) = (None, None);
         let mut offsets = Vec::new();
         let mut counts = Vec::new();
         for entry in 0..count {
             let at = ifd + 2 + entry * 12;
-            let (Some(tag), Some(kind), Some(n)) = (u16_at(at), u16_at(at + 2), u32_at(at + 4))
+            let (Some(tag), Some(kind), Some(n)) =
+                (self.u16_at(at), self.u16_at(at + 2), self.u32_at(at + 4))
             else {
-                return Err(truncated());
-            };
-            // One value of SHORT (3) or LONG (4) sits in the entry; more sit at an offset.
-            let value = |i: usize| -> Option<u32> {
-                let width = if kind == 3 { 2 } else { 4 };
-                let base = if n as usize * width <= 4 {
-                    at + 8
-                } else {
-                    u32_at(at + 8)? as usize
-                };
-                let item = base.checked_add(i.checked_mul(width)?)?;
-                if kind == 3 {
-                    u16_at(item)
-                } else {
-                    u32_at(item)
-                }
+                return Err(tiff_truncated());
             };
             match tag {
-                256 => width = value(0),
-                257 => height = value(0),
+                256 => width = self.value(at, kind, n, 0),
+                257 => height = self.value(at, kind, n, 0),
                 // Strip or tile offsets and byte counts: read only to check the file's length.
                 273 | 324 | 279 | 325 => {
-                    let values: Option<Vec<u32>> =
-                        (0..(n as usize).min(1 << 16)).map(value).collect();
-                    let values = values.ok_or_else(truncated)?;
+                    let values: Option<Vec<u32>> = (0..(n as usize).min(1 << 16))
+                        .map(|i| self.value(at, kind, n, i))
+                        .collect();
+                    let values = values.ok_or_else(tiff_truncated)?;
                     if matches!(tag, 273 | 324) {
                         offsets = values;
                     } else {
@@ -257,25 +292,19 @@ fn tiff(bytes: &[u8]) -> Result<ImageInfo, ExtractError> {
         let (Some(width), Some(height)) = (width, height) else {
             return Err(malformed("a TIFF page has no dimensions"));
         };
-        let past_end = offsets
-            .iter()
-            .zip(&counts)
-            .any(|(&offset, &count)| u64::from(offset) + u64::from(count) > bytes.len() as u64);
+        let past_end = offsets.iter().zip(&counts).any(|(&offset, &count)| {
+            u64::from(offset) + u64::from(count) > self.bytes.len() as u64
+        });
         if past_end || offsets.is_empty() {
             return Err(malformed(
                 "the TIFF is truncated (its image data runs past the end of the file)",
             ));
         }
-        pages.push((width, height));
-        ifd = u32_at(ifd + 2 + count * 12).ok_or_else(truncated)? as usize;
+        let next = self
+            .u32_at(ifd + 2 + count * 12)
+            .ok_or_else(tiff_truncated)? as usize;
+        Ok(((width, height), next))
     }
-    if pages.is_empty() {
-        return Err(malformed("the TIFF has no pages"));
-    }
-    Ok(ImageInfo {
-        format: ImageFormat::Tiff,
-        pages,
-    })
 }
 
 #[cfg(test)]
