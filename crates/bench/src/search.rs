@@ -105,19 +105,7 @@ pub async fn run(args: SearchBench) -> anyhow::Result<()> {
 }
 
 async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> {
-    let embedder = if args.semantic {
-        let local = docket::embed::LocalEmbedder::load(&docket::embed::LocalConfig {
-            model_dir: args.model_dir.clone(),
-            threads: 2,
-        })?;
-        anyhow::ensure!(
-            local.dims() == DIMS,
-            "the local model must have {DIMS} dimensions"
-        );
-        Embedder::Local(local)
-    } else {
-        Embedder::Hash(HashEmbedder::new(DIMS))
-    };
+    let embedder = query_embedder(args)?;
     let model = ModelVersion::of(&embedder, &ChunkConfig::default());
     models::register(pool, &model).await?;
     models::activate(pool, &model.model_version).await?;
@@ -130,38 +118,118 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
     .await?;
 
     let corpus = corpus()?;
-    let vocabulary: Vec<&str> = corpus
-        .iter()
-        .flat_map(|c| c.split_whitespace())
-        .filter(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphanumeric))
-        .collect();
-    let words: Vec<&str> = corpus.iter().flat_map(|c| c.split_whitespace()).collect();
-    anyhow::ensure!(
-        words.len() >= 120 && !vocabulary.is_empty(),
-        "no corpus text found under fixtures/"
-    );
+    let words = Words::of(&corpus)?;
     eprintln!(
         "bench search: {} base chunks from fixtures/, loading {} chunks",
         corpus.len(),
         args.chunks
     );
     let mut rng = StdRng::seed_from_u64(5);
-    let load_started = Instant::now();
     let hash = HashEmbedder::new(DIMS);
+    let load_s = load(pool, &model, &hash, &words, args.chunks, &mut rng).await?;
+    eprintln!("bench search: loaded in {load_s:.1} s; building the HNSW index");
+    let build_started = Instant::now();
+    models::register(pool, &model).await?;
+    let build_s = build_started.elapsed().as_secs_f64();
+    // A steady-state table: visibility map set, so the keyword scans are index-only.
+    sqlx::query("vacuum analyze").execute(pool).await?;
+    eprintln!("bench search: index built in {build_s:.1} s");
+
+    let queries = phrases(
+        &corpus,
+        &words,
+        args.queries.max(args.recall_queries) + 20,
+        &mut rng,
+    );
+    let questions = questions(&corpus, args.queries + 20, &mut rng);
+    let searcher = Arc::new(Searcher::new(pool.clone(), embedder.clone(), model.clone()));
+    let table = time_modes(pool, searcher, &queries, &questions, args.queries).await?;
+
+    // Recall is measured for two kinds of query: the short phrases timed above, and passages
+    // drawn like the stored chunks but not stored (the held-out queries ANN benchmarks use).
+    let phrases = &queries[20..20 + args.recall_queries];
+    let passages: Vec<String> = (0..args.recall_queries)
+        .map(|_| words.window(&mut rng, 40..120))
+        .collect();
+    let mut recalls = Recalls::default();
+    for ef_search in [40, search::EF_SEARCH, 200, 400] {
+        let phrase = recall(pool, &model, &hash, phrases, ef_search).await?;
+        let passage = recall(pool, &model, &hash, &passages, ef_search).await?;
+        recalls.phrases.push((ef_search, phrase));
+        recalls.passages.push((ef_search, passage));
+    }
+    report(args, &model, &table, &recalls, load_s, build_s);
+    Ok(())
+}
+
+/// What embeds the queries: the local model with `--semantic`, else the hashing embedder.
+fn query_embedder(args: &SearchBench) -> anyhow::Result<Embedder> {
+    if !args.semantic {
+        return Ok(Embedder::Hash(HashEmbedder::new(DIMS)));
+    }
+    let local = docket::embed::LocalEmbedder::load(&docket::embed::LocalConfig {
+        model_dir: args.model_dir.clone(),
+        threads: 2,
+    })?;
+    anyhow::ensure!(
+        local.dims() == DIMS,
+        "the local model must have {DIMS} dimensions"
+    );
+    Ok(Embedder::Local(local))
+}
+
+/// The corpus's words, in order, and its vocabulary (the words of four letters or more).
+struct Words<'a> {
+    all: Vec<&'a str>,
+    vocabulary: Vec<&'a str>,
+}
+
+impl<'a> Words<'a> {
+    fn of(corpus: &'a [String]) -> anyhow::Result<Self> {
+        let all: Vec<&str> = corpus.iter().flat_map(|c| c.split_whitespace()).collect();
+        let vocabulary: Vec<&str> = all
+            .iter()
+            .copied()
+            .filter(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphanumeric))
+            .collect();
+        anyhow::ensure!(
+            all.len() >= 120 && !vocabulary.is_empty(),
+            "no corpus text found under fixtures/"
+        );
+        Ok(Words { all, vocabulary })
+    }
+
+    /// A run of consecutive words at a random place, of a length drawn from `lengths`.
+    fn window(&self, rng: &mut StdRng, lengths: std::ops::Range<usize>) -> String {
+        let length = rng.random_range(lengths).min(self.all.len());
+        let start = rng.random_range(0..=self.all.len() - length);
+        self.all[start..start + length].join(" ")
+    }
+}
+
+/// Stores `chunks` chunks with hashing vectors; answers the seconds it took.
+///
+/// Each chunk is a window of consecutive words at a random place in the corpus, of a random
+/// length, plus a few words from anywhere: overlapping, varied chunks like real documents have,
+/// rather than hundreds of near-copies of one chunk (which no ANN index handles well and no real
+/// corpus looks like).
+async fn load(
+    pool: &sqlx::PgPool,
+    model: &ModelVersion,
+    hash: &HashEmbedder,
+    words: &Words<'_>,
+    chunks: usize,
+    rng: &mut StdRng,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
     let mut produced = 0usize;
-    while produced < args.chunks {
-        let count = CHUNKS_PER_DOCUMENT.min(args.chunks - produced);
-        // A window of consecutive words at a random place in the corpus, of a random length,
-        // plus a few words from anywhere: overlapping, varied chunks like real documents have,
-        // rather than hundreds of near-copies of one chunk (which no ANN index handles well and
-        // no real corpus looks like).
+    while produced < chunks {
+        let count = CHUNKS_PER_DOCUMENT.min(chunks - produced);
         let texts: Vec<String> = (0..count)
             .map(|_| {
-                let length = rng.random_range(40..120).min(words.len());
-                let start = rng.random_range(0..=words.len() - length);
-                let mut text = words[start..start + length].join(" ");
+                let mut text = words.window(rng, 40..120);
                 for _ in 0..4 {
-                    if let Some(word) = vocabulary.choose(&mut rng) {
+                    if let Some(word) = words.vocabulary.choose(rng) {
                         text.push(' ');
                         text.push_str(word);
                     }
@@ -173,45 +241,36 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
             .iter()
             .map(|t| Vector::from(hash.embed_one(t)))
             .collect();
-        load_document(
-            pool,
-            &model,
-            produced / CHUNKS_PER_DOCUMENT,
-            &texts,
-            vectors,
-        )
-        .await?;
+        load_document(pool, model, produced / CHUNKS_PER_DOCUMENT, &texts, vectors).await?;
         produced += count;
     }
-    let load_s = load_started.elapsed().as_secs_f64();
-    eprintln!("bench search: loaded in {load_s:.1} s; building the HNSW index");
-    let build_started = Instant::now();
-    models::register(pool, &model).await?;
-    let build_s = build_started.elapsed().as_secs_f64();
-    // A steady-state table: visibility map set, so the keyword scans are index-only.
-    sqlx::query("vacuum analyze").execute(pool).await?;
-    eprintln!("bench search: index built in {build_s:.1} s");
+    Ok(started.elapsed().as_secs_f64())
+}
 
-    // Queries: two or three consecutive words of a random base chunk, so text search has hits.
-    let queries: Vec<String> = (0..args.queries.max(args.recall_queries) + 20)
+/// `n` queries of two or three consecutive words of a random base chunk, so text search has
+/// hits.
+fn phrases(corpus: &[String], words: &Words<'_>, n: usize, rng: &mut StdRng) -> Vec<String> {
+    (0..n)
         .map(|_| {
             let base = &corpus[rng.random_range(0..corpus.len())];
-            let words: Vec<&str> = base
+            let own: Vec<&str> = base
                 .split_whitespace()
                 .filter(|w| w.chars().all(char::is_alphanumeric))
                 .collect();
-            if words.len() < 3 {
-                return (*vocabulary.choose(&mut rng).unwrap_or(&"search")).to_owned();
+            if own.len() < 3 {
+                return (*words.vocabulary.choose(rng).unwrap_or(&"search")).to_owned();
             }
-            let start = rng.random_range(0..words.len() - 2);
-            let take = rng.random_range(2..=3).min(words.len() - start);
-            words[start..start + take].join(" ")
+            let start = rng.random_range(0..own.len() - 2);
+            let take = rng.random_range(2..=3).min(own.len() - start);
+            own[start..start + take].join(" ")
         })
-        .collect();
+        .collect()
+}
 
-    // Questions: a sentence-long run of 8 to 14 consecutive words (stop words included), as a
-    // person types a question; they touch many more postings than a short phrase.
-    let questions: Vec<String> = (0..args.queries + 20)
+/// `n` questions: a sentence-long run of 8 to 14 consecutive words (stop words included), as a
+/// person types a question; they touch many more postings than a short phrase.
+fn questions(corpus: &[String], n: usize, rng: &mut StdRng) -> Vec<String> {
+    (0..n)
         .map(|_| {
             let base = &corpus[rng.random_range(0..corpus.len())];
             let words: Vec<&str> = base.split_whitespace().collect();
@@ -219,28 +278,40 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
             let start = rng.random_range(0..=words.len() - take);
             words[start..start + take].join(" ")
         })
-        .collect();
+        .collect()
+}
 
-    let searcher = Arc::new(Searcher::new(pool.clone(), embedder.clone(), model.clone()));
+/// One row of the latency table: mode, p50 ms, p95 ms, hits per query.
+type Row = (&'static str, f64, f64, f64);
+
+/// Times `timed` queries per mode through the API (after 20 for warm-up): phrases in every
+/// mode, questions in text and hybrid mode.
+async fn time_modes(
+    pool: &sqlx::PgPool,
+    searcher: Arc<Searcher>,
+    queries: &[String],
+    questions: &[String],
+    timed: usize,
+) -> anyhow::Result<Vec<Row>> {
     let stop = CancellationToken::new();
     let base = serve(pool, searcher, &stop).await?;
     let client = reqwest::Client::new();
     let mut table = Vec::new();
     for (mode, set) in [
-        ("vector", &queries),
-        ("text", &queries),
-        ("hybrid", &queries),
-        ("text/questions", &questions),
-        ("hybrid/questions", &questions),
+        ("vector", queries),
+        ("text", queries),
+        ("hybrid", queries),
+        ("text/questions", questions),
+        ("hybrid/questions", questions),
     ] {
         let api_mode = mode.split('/').next().unwrap_or(mode);
         // Warm-up: caches, prepared statements, connections.
         for q in set.iter().take(20) {
             call(&client, &base, q, api_mode).await?;
         }
-        let mut latencies = Vec::with_capacity(args.queries);
+        let mut latencies = Vec::with_capacity(timed);
         let mut hits = 0usize;
-        for q in set.iter().skip(20).take(args.queries) {
+        for q in set.iter().skip(20).take(timed) {
             let started = Instant::now();
             hits += call(&client, &base, q, api_mode).await?;
             latencies.push(started.elapsed());
@@ -254,39 +325,34 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         ));
     }
     stop.cancel();
+    Ok(table)
+}
 
-    // Recall is measured for two kinds of query: the short phrases timed above, and passages
-    // drawn like the stored chunks but not stored (the held-out queries ANN benchmarks use).
-    let phrases = &queries[20..20 + args.recall_queries];
-    let passages: Vec<String> = (0..args.recall_queries)
-        .map(|_| {
-            let length = rng.random_range(40..120).min(words.len());
-            let start = rng.random_range(0..=words.len() - length);
-            words[start..start + length].join(" ")
-        })
-        .collect();
-    let mut recalls = Vec::new();
-    let mut passage_recalls = Vec::new();
-    for ef_search in [40, search::EF_SEARCH, 200, 400] {
-        recalls.push((
-            ef_search,
-            recall(pool, &model, &hash, phrases, ef_search).await?,
-        ));
-        passage_recalls.push((
-            ef_search,
-            recall(pool, &model, &hash, &passages, ef_search).await?,
-        ));
-    }
-    let at_ef = |list: &[(i64, f64)]| {
+/// Recall@10 against an exact scan, per `ef_search`, for each kind of query.
+#[derive(Default)]
+struct Recalls {
+    phrases: Vec<(i64, f64)>,
+    passages: Vec<(i64, f64)>,
+}
+
+impl Recalls {
+    /// The recall at the API's `ef_search`.
+    fn at_api(list: &[(i64, f64)]) -> f64 {
         list.iter()
             .find(|(ef, _)| *ef == search::EF_SEARCH)
             .map_or(f64::NAN, |r| r.1)
-    };
-    // The headline figure is the held-out passage recall, the usual ANN measure; the phrase
-    // figure is printed beside it.
-    let recall = at_ef(&passage_recalls);
-    let phrase_recall = at_ef(&recalls);
+    }
+}
 
+/// Prints the tables, then the JSON line.
+fn report(
+    args: &SearchBench,
+    model: &ModelVersion,
+    table: &[Row],
+    recalls: &Recalls,
+    load_s: f64,
+    build_s: f64,
+) {
     println!();
     println!(
         "search over {} chunks ({}), k={K}, ef_search={}",
@@ -298,7 +364,7 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         "{:<17} {:>10} {:>10} {:>12}",
         "mode", "p50 ms", "p95 ms", "hits/query"
     );
-    for (mode, p50, p95, hits) in &table {
+    for (mode, p50, p95, hits) in table {
         println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
     }
     println!(
@@ -307,10 +373,20 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         search::EF_SEARCH
     );
     println!("  ef_search  phrase queries  passage queries");
-    for ((ef_search, phrase), (_, passage)) in recalls.iter().zip(&passage_recalls) {
+    for ((ef_search, phrase), (_, passage)) in recalls.phrases.iter().zip(&recalls.passages) {
         println!("  {ef_search:>9}  {phrase:>14.4}  {passage:>15.4}");
     }
     println!("load {load_s:.1} s, HNSW build {build_s:.1} s");
+    println!("{}", json_line(args, table, recalls, build_s));
+}
+
+/// The last line: every figure of the run.
+fn json_line(
+    args: &SearchBench,
+    table: &[Row],
+    recalls: &Recalls,
+    build_s: f64,
+) -> serde_json::Value {
     let figure = |mode: &str, which: usize| {
         table
             .iter()
@@ -318,39 +394,37 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
             .map(|row| if which == 0 { row.1 } else { row.2 })
             .unwrap_or(f64::NAN)
     };
-    println!(
-        "{}",
-        serde_json::json!({
-            "bench": "search",
-            "chunks": args.chunks,
-            "queries": args.queries,
-            "k": K,
-            "ef_search": search::EF_SEARCH,
-            "vector_p50_ms": round(figure("vector", 0)),
-            "vector_p95_ms": round(figure("vector", 1)),
-            "text_p50_ms": round(figure("text", 0)),
-            "text_p95_ms": round(figure("text", 1)),
-            "hybrid_p50_ms": round(figure("hybrid", 0)),
-            "hybrid_p95_ms": round(figure("hybrid", 1)),
-            "text_question_p50_ms": round(figure("text/questions", 0)),
-            "text_question_p95_ms": round(figure("text/questions", 1)),
-            "hybrid_question_p50_ms": round(figure("hybrid/questions", 0)),
-            "hybrid_question_p95_ms": round(figure("hybrid/questions", 1)),
-            "semantic_queries": args.semantic,
-            "recall_at_10": (recall * 10_000.0).round() / 10_000.0,
-            "phrase_recall_at_10": (phrase_recall * 10_000.0).round() / 10_000.0,
-            "passage_recall_at_10_by_ef_search": passage_recalls
-                .iter()
-                .map(|(ef, r)| (ef.to_string(), (r * 10_000.0).round() / 10_000.0))
-                .collect::<std::collections::BTreeMap<_, _>>(),
-            "phrase_recall_at_10_by_ef_search": recalls
-                .iter()
-                .map(|(ef, r)| (ef.to_string(), (r * 10_000.0).round() / 10_000.0))
-                .collect::<std::collections::BTreeMap<_, _>>(),
-            "hnsw_build_s": round(build_s),
-        })
-    );
-    Ok(())
+    let four = |r: f64| (r * 10_000.0).round() / 10_000.0;
+    let by_ef = |list: &[(i64, f64)]| {
+        list.iter()
+            .map(|(ef, r)| (ef.to_string(), four(*r)))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    // The headline figure is the held-out passage recall, the usual ANN measure; the phrase
+    // figure is printed beside it.
+    serde_json::json!({
+        "bench": "search",
+        "chunks": args.chunks,
+        "queries": args.queries,
+        "k": K,
+        "ef_search": search::EF_SEARCH,
+        "vector_p50_ms": round(figure("vector", 0)),
+        "vector_p95_ms": round(figure("vector", 1)),
+        "text_p50_ms": round(figure("text", 0)),
+        "text_p95_ms": round(figure("text", 1)),
+        "hybrid_p50_ms": round(figure("hybrid", 0)),
+        "hybrid_p95_ms": round(figure("hybrid", 1)),
+        "text_question_p50_ms": round(figure("text/questions", 0)),
+        "text_question_p95_ms": round(figure("text/questions", 1)),
+        "hybrid_question_p50_ms": round(figure("hybrid/questions", 0)),
+        "hybrid_question_p95_ms": round(figure("hybrid/questions", 1)),
+        "semantic_queries": args.semantic,
+        "recall_at_10": four(Recalls::at_api(&recalls.passages)),
+        "phrase_recall_at_10": four(Recalls::at_api(&recalls.phrases)),
+        "passage_recall_at_10_by_ef_search": by_ef(&recalls.passages),
+        "phrase_recall_at_10_by_ef_search": by_ef(&recalls.phrases),
+        "hnsw_build_s": round(build_s),
+    })
 }
 
 pub(super) fn round(value: f64) -> f64 {
