@@ -1,6 +1,6 @@
 # Makefile — the front door for people and CI: one verb per task, each installing what it needs.
 #
-# Why: the set-up contract (DESIGN.md §7) promises that `make run` and `make test` work on a clean
+# Why: the README promises (Quick start) that `make run` and `make test` work on a clean
 # Debian bookworm machine. The targets stay thin: scripts/install-deps.sh knows what to install,
 # scripts/db.sh knows which database to use, cargo does the rest. `make help` lists the targets
 # from their `## ` comments. Every variable below can be overridden: `make run RUST_LOG=debug`.

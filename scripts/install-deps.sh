@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh — installs what docket needs on Debian bookworm, idempotently.
 #
-# Why: the set-up contract (DESIGN.md §7) says `make run` and `make test` work on a clean
+# Why: the README promises (Quick start) that `make run` and `make test` work on a clean
 # machine and never depend on anything installed by hand. This script is the one place that
 # knows what "installed" means: system packages, pgvector (built from Debian's trixie source
 # package, since bookworm has no binary package), pg_cron preloaded in the Debian cluster, and
@@ -37,7 +37,7 @@ readonly APT_PACKAGES=(
   dpkg-dev                          # `apt-get source` unpacks with dpkg-source
   "postgresql-$PG_MAJOR"            # the server (postgresql-$PG_MAJOR-cron depends on it anyway)
   "postgresql-server-dev-$PG_MAJOR" # pg_config and headers for pgvector
-  "postgresql-$PG_MAJOR-cron"       # optional in-database scheduler (DESIGN.md §5)
+  "postgresql-$PG_MAJOR-cron"       # optional in-database scheduler (docket schedule install-pg-cron)
   poppler-utils                     # pdftotext (PDF fallback) and pdftoppm (rasterising for OCR)
   poppler-data                      # CID maps: without them pdftotext drops CJK text (Adobe-GB1, …)
   tesseract-ocr                     # OCR of scans and images (src/extract/ocr)
