@@ -89,17 +89,8 @@ struct Replica {
     searches: AtomicU64,
 }
 
-/// One replica's state, for `/metrics` and tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplicaStatus {
-    pub name: String,
-    /// Whether the next search may go to it.
-    pub usable: bool,
-    pub lag_seconds: Option<f64>,
-    pub lag_bytes: Option<i64>,
-    /// Searches it answered.
-    pub searches: u64,
-}
+/// One replica's state, for `/metrics` and tests: the shape `/metrics` reads.
+pub use crate::metrics::ReplicaSample as ReplicaStatus;
 
 /// The replicas of one process, their health, and the fallbacks to the primary.
 #[derive(Debug)]
@@ -383,6 +374,20 @@ impl Replicas {
         .fetch_one(&self.primary)
         .await?;
         Ok(usize::try_from(existing).is_ok_and(|n| n == ids.len()))
+    }
+}
+
+/// `/metrics` reads the replicas through this (metrics names no search type).
+impl crate::metrics::ReplicaReport for Replicas {
+    fn replica_samples(&self) -> Vec<ReplicaStatus> {
+        self.status()
+    }
+
+    fn fallback_counts(&self) -> Vec<(&'static str, u64)> {
+        self.all_fallbacks()
+            .into_iter()
+            .map(|(reason, n)| (reason.as_str(), n))
+            .collect()
     }
 }
 
