@@ -138,6 +138,13 @@ impl Samples {
         self.0.entry(family).or_default().push(line);
     }
 
+    /// One sample of `family` per (value of `label`, count).
+    fn counts_by(&mut self, family: &'static str, label: &str, counts: &[(String, i64)]) {
+        for (value, n) in counts {
+            self.push(family, format!("{family}{} {n}", labels(&[(label, value)])));
+        }
+    }
+
     /// Every family of [`FAMILIES`], with its help, type and samples.
     fn write(&self) -> String {
         let mut out = String::new();
@@ -192,24 +199,16 @@ fn state_samples(state: &StateSnapshot, samples: &mut Samples) {
         "docket_dead_jobs",
         format!("docket_dead_jobs {}", state.dead_jobs),
     );
-    for (reason, n) in &state.extraction_failures {
-        samples.push(
-            "docket_extraction_failures",
-            format!(
-                "docket_extraction_failures{} {n}",
-                labels(&[("reason", reason)])
-            ),
-        );
-    }
-    for (version, n) in &state.model_complete {
-        samples.push(
-            "docket_model_documents_complete",
-            format!(
-                "docket_model_documents_complete{} {n}",
-                labels(&[("model_version", version)])
-            ),
-        );
-    }
+    samples.counts_by(
+        "docket_extraction_failures",
+        "reason",
+        &state.extraction_failures,
+    );
+    samples.counts_by(
+        "docket_model_documents_complete",
+        "model_version",
+        &state.model_complete,
+    );
     samples.push(
         "docket_documents",
         format!("docket_documents {}", state.documents),

@@ -2,7 +2,7 @@
 //! (`language`, `term_count`, `analyzer`).
 //!
 //! Two ways in. The extract step indexes the chunks it writes in its own transaction
-//! ([`write`]), so a document is searchable by keyword the moment its chunks commit. Chunks
+//! ([`write()`]), so a document is searchable by keyword the moment its chunks commit. Chunks
 //! written without postings (rows from before keyword ranking, bulk loads) or by an older
 //! analysis are indexed by [`index_pending`], which every process runs in the background in
 //! short batches, locking rows with `skip locked` so that processes share the work.
