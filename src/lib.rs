@@ -14,10 +14,10 @@
 //! | [`analysis`] | text → index terms: language detection, stemming and stop words, CJK bigrams (pure) |
 //! | [`chunk`] | text → chunks of a target token count, and the token counting itself (pure) |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
-//! | [`metrics`] | `/metrics`: per-process counters the others push into, database gauges, the Prometheus text format |
 //! | [`db`] | the connection pool and the migrations |
 //! | [`queue`] | the job queue in PostgreSQL, the only reader and writer of `jobs`: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`listen`] | one LISTEN connection that reconnects with backoff (worker wake-ups, page events) |
+//! | [`metrics`] | `/metrics`: per-process counters the others push into, database gauges, the Prometheus text format |
 //! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
 //! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |

@@ -259,6 +259,13 @@ impl Limiter {
     }
 }
 
+/// `/metrics` reads the limiter's waiting time through this (metrics names no embedder).
+impl crate::metrics::WaitReport for Limiter {
+    fn time_waited(&self) -> Duration {
+        Limiter::time_waited(self)
+    }
+}
+
 /// One grant from the fleet budget. Waiting for budget is waiting, not failing: while the
 /// database cannot be reached the booking is retried (a worker cannot finish a job without the
 /// database either), with a growing pause.

@@ -1,5 +1,5 @@
 //! The upload client: sends files to `POST /api/documents`, several per multipart request, and
-//! reads one outcome per file back (DESIGN.md section 8).
+//! reads one outcome per file back, in the order it sent them.
 //!
 //! File bodies are streamed from disk in 64 KiB pieces, so a large file never sits in memory
 //! here, and every piece sent advances the progress bar. A per-file refusal (413, 415, 400) is

@@ -26,6 +26,7 @@ mod claim;
 mod enqueue;
 mod maintenance;
 mod retry_policy;
+pub mod stats;
 
 pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
 pub use claim::{CLAIM_SQL, ClaimedJob, PayloadFilter, complete_in};

@@ -29,7 +29,6 @@ impl Fetched {
 }
 
 /// A fetched chunk with its document's name and type.
-#[derive(sqlx::FromRow)]
 struct Row {
     document_id: i64,
     chunk_index: i32,
@@ -57,53 +56,59 @@ pub(super) async fn fetch<'a>(
     }
     let ids: Vec<i64> = wanted.keys().map(|k| k.0).collect();
     let indexes: Vec<i32> = wanted.keys().map(|k| k.1).collect();
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        Row,
         "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename,
                 d.content_type
          from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
          join chunks c using (document_id, chunk_index)
          join documents d on d.id = c.document_id",
+        &ids[..],
+        &indexes[..],
     )
-    .bind(&ids)
-    .bind(&indexes)
     .fetch_all(pool)
     .await?;
     // A chunk deleted between the queries is simply left out.
     let hits = rows
         .into_iter()
         .filter_map(|row| {
-            let Row {
-                document_id,
-                chunk_index,
-                page,
-                text,
-                language,
-                filename,
-                content_type,
-            } = row;
-            let candidate = wanted.get(&(document_id, chunk_index))?;
-            // A chunk not indexed yet has no language recorded: detect it as indexing will.
-            let language = language
-                .as_deref()
-                .map_or_else(|| analysis::detect(&text), Language::from_code);
-            let (snippet, highlights) = snippet(&text, language, terms);
-            let hit = Hit {
-                document_id,
-                filename,
-                content_type,
-                page,
-                chunk_index,
-                score: candidate.score,
-                text,
-                snippet,
-                highlights,
-                model_version: candidate
-                    .route
-                    .and_then(|at| routes.get(at))
-                    .map(|r| r.version.model_version.clone()),
-            };
-            Some(((document_id, chunk_index), hit))
+            let candidate = wanted.get(&(row.document_id, row.chunk_index))?;
+            let hit = hit_of(row, candidate, terms, routes);
+            Some(((hit.document_id, hit.chunk_index), hit))
         })
         .collect();
     Ok(Fetched(hits))
+}
+
+/// The hit of one fetched chunk: the candidate's score and version, and a snippet for `terms`.
+fn hit_of(row: Row, candidate: &Candidate, terms: &BTreeSet<&str>, routes: &[Route]) -> Hit {
+    let Row {
+        document_id,
+        chunk_index,
+        page,
+        text,
+        language,
+        filename,
+        content_type,
+    } = row;
+    // A chunk not indexed yet has no language recorded: detect it as indexing will.
+    let language = language
+        .as_deref()
+        .map_or_else(|| analysis::detect(&text), Language::from_code);
+    let (snippet, highlights) = snippet(&text, language, terms);
+    Hit {
+        document_id,
+        filename,
+        content_type,
+        page,
+        chunk_index,
+        score: candidate.score,
+        text,
+        snippet,
+        highlights,
+        model_version: candidate
+            .route
+            .and_then(|at| routes.get(at))
+            .map(|r| r.version.model_version.clone()),
+    }
 }

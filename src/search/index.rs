@@ -2,7 +2,7 @@
 //! (`language`, `term_count`, `analyzer`).
 //!
 //! Two ways in. The extract step indexes the chunks it writes in its own transaction
-//! ([`write`]), so a document is searchable by keyword the moment its chunks commit. Chunks
+//! ([`write()`]), so a document is searchable by keyword the moment its chunks commit. Chunks
 //! written without postings (rows from before keyword ranking, bulk loads) or by an older
 //! analysis are indexed by [`index_pending`], which every process runs in the background in
 //! short batches, locking rows with `skip locked` so that processes share the work.
@@ -72,18 +72,18 @@ async fn mark(
     let indexes: Vec<i32> = chunks.iter().map(|c| c.chunk_index).collect();
     let languages: Vec<&str> = chunks.iter().map(|c| c.language.code()).collect();
     let counts: Vec<i32> = chunks.iter().map(|c| c.term_count).collect();
-    sqlx::query(
+    sqlx::query!(
         "update chunks c
          set language = u.language, term_count = u.term_count, analyzer = $5
          from unnest($2::int[], $3::text[], $4::int[]) as u(chunk_index, language, term_count)
          where c.document_id = $1
            and c.chunk_index = u.chunk_index",
+        document_id,
+        &indexes[..],
+        &languages[..] as &[&str],
+        &counts[..],
+        ANALYZER_VERSION,
     )
-    .bind(document_id)
-    .bind(&indexes)
-    .bind(&languages)
-    .bind(&counts)
-    .bind(ANALYZER_VERSION)
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -117,17 +117,17 @@ impl Batch {
         if self.terms.is_empty() {
             return Ok(());
         }
-        sqlx::query(
+        sqlx::query!(
             "insert into chunk_terms (term, document_id, chunk_index, tf, length)
              select u.term, $1, u.chunk_index, u.tf, u.length
              from unnest($2::text[], $3::int[], $4::int2[], $5::int2[])
                   as u(term, chunk_index, tf, length)",
+            document_id,
+            &self.terms[..],
+            &self.indexes[..],
+            &self.tfs[..],
+            &self.lengths[..],
         )
-        .bind(document_id)
-        .bind(&self.terms)
-        .bind(&self.indexes)
-        .bind(&self.tfs)
-        .bind(&self.lengths)
         .execute(&mut *conn)
         .await?;
         *self = Batch::default();
@@ -138,10 +138,13 @@ impl Batch {
 /// Deletes the postings of every chunk of `document_id`: call it in the transaction that
 /// replaces the document's chunks.
 pub async fn forget(conn: &mut PgConnection, document_id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("delete from chunk_terms where document_id = $1")
-        .bind(document_id)
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "delete from chunk_terms
+         where document_id = $1",
+        document_id,
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -149,16 +152,16 @@ pub async fn forget(conn: &mut PgConnection, document_id: i64) -> Result<(), sql
 /// transaction; returns how many it indexed (0 when nothing is left).
 pub async fn index_pending(pool: &sqlx::PgPool, batch: i64) -> Result<usize, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let rows: Vec<(i64, i32, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "select document_id, chunk_index, text
          from chunks
          where analyzer is null or analyzer < $1
          order by document_id, chunk_index
          limit $2
          for update skip locked",
+        ANALYZER_VERSION,
+        batch,
     )
-    .bind(ANALYZER_VERSION)
-    .bind(batch)
     .fetch_all(&mut *tx)
     .await?;
     if rows.is_empty() {
@@ -166,9 +169,7 @@ pub async fn index_pending(pool: &sqlx::PgPool, batch: i64) -> Result<usize, sql
     }
     let analysed = tokio::task::spawn_blocking(move || {
         rows.into_iter()
-            .map(|(document_id, chunk_index, text)| {
-                (document_id, analyze_chunk(chunk_index, &text))
-            })
+            .map(|row| (row.document_id, analyze_chunk(row.chunk_index, &row.text)))
             .collect::<Vec<_>>()
     })
     .await
@@ -183,11 +184,13 @@ pub async fn index_pending(pool: &sqlx::PgPool, batch: i64) -> Result<usize, sql
     }
     for (document_id, chunks) in &by_document {
         let indexes: Vec<i32> = chunks.iter().map(|c| c.chunk_index).collect();
-        sqlx::query(
-            "delete from chunk_terms where document_id = $1 and chunk_index = any($2::int[])",
+        sqlx::query!(
+            "delete from chunk_terms
+             where document_id = $1
+               and chunk_index = any($2::int[])",
+            document_id,
+            &indexes[..],
         )
-        .bind(document_id)
-        .bind(&indexes)
         .execute(&mut *tx)
         .await?;
         write(&mut tx, *document_id, chunks).await?;

@@ -16,7 +16,8 @@
 //! Each hit carries the chunk text and a snippet with highlight *ranges* (character offsets),
 //! never markup: clients build the emphasis themselves, so a document can never inject HTML.
 //!
-//! Parts: this file holds the request and response types and the orchestration; [`vector`] and
+//! Parts: this file holds the request and response types and the [`Searcher`]; [`plan`] runs
+//! one search as named steps (checks, depths, candidates by mode, hits, groups); [`vector`] and
 //! [`text`] each own their queries; [`index`] writes the keyword postings; [`hits`] fetches the
 //! chunks and cuts snippets ([`snippet`], pure text); [`rank`] fuses, groups and merges
 //! candidate lists (pure functions); [`replicas`] sends searches to read replicas and falls back
@@ -25,13 +26,13 @@
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::analysis::query;
 use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
-use crate::models::{self, ModelVersion};
+use crate::models::ModelVersion;
 
 mod hits;
 pub mod index;
+mod plan;
 mod rank;
 pub mod replicas;
 mod snippet;
@@ -97,7 +98,7 @@ pub struct SearchRequest {
     pub group: bool,
 }
 
-/// One result (DESIGN.md section 8).
+/// One result: a chunk, where it sits, and why it matched.
 #[derive(Debug, Clone, Serialize)]
 pub struct Hit {
     pub document_id: i64,
@@ -299,121 +300,6 @@ impl Searcher {
         match &self.replicas {
             Some(replicas) => replicas.search(self, request).await,
             None => self.search_here(request).await,
-        }
-    }
-
-    /// Searches on this searcher's own pool.
-    async fn search_here(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
-        let query = request.query.trim();
-        if query.is_empty() {
-            return Err(SearchError::EmptyQuery);
-        }
-        let length = query.chars().count();
-        if length > MAX_QUERY_CHARS {
-            return Err(SearchError::QueryTooLong(length));
-        }
-        if !(1..=MAX_K).contains(&request.k) {
-            return Err(SearchError::InvalidK(request.k));
-        }
-        let parsed = query::parse(query);
-        let k = request.k;
-        let depth = if request.group { k * GROUP_DEPTH } else { k };
-        let document = request.document.map(|d| d.0);
-        let per_document = request.group.then_some(GROUP_HITS as i64);
-        let plan = if request.mode.uses_vectors() {
-            self.plan(request).await?
-        } else {
-            vector::Plan::default()
-        };
-        let candidates = match request.mode {
-            Mode::Vector => self.vectors(query, &plan.routes, depth).await?,
-            Mode::Text => {
-                text::rank(
-                    &self.pool,
-                    &self.stats,
-                    &parsed,
-                    document,
-                    depth,
-                    per_document,
-                )
-                .await?
-            }
-            Mode::Hybrid => {
-                let list = (k * HYBRID_DEPTH).max(depth).max(40);
-                // The lists are independent: ask for both at once, on separate connections.
-                let (vectors, text) = tokio::join!(
-                    self.vectors(query, &plan.routes, list),
-                    text::rank(
-                        &self.pool,
-                        &self.stats,
-                        &parsed,
-                        document,
-                        list,
-                        per_document
-                    )
-                );
-                rank::fuse(
-                    &vectors?,
-                    &text?,
-                    self.fusion,
-                    usize::try_from(depth).unwrap_or(0),
-                )
-            }
-        };
-        let k = usize::try_from(k).unwrap_or(0);
-        let grouped = request
-            .group
-            .then(|| rank::group(&candidates, k, GROUP_HITS));
-        let flat = &candidates[..candidates.len().min(k)];
-        let terms = parsed.all_terms();
-        let mut fetched = hits::fetch(
-            &self.pool,
-            &terms,
-            flat,
-            grouped.iter().flatten().flatten(),
-            &plan.routes,
-        )
-        .await?;
-        let groups = grouped.map(|groups| {
-            groups
-                .iter()
-                .filter_map(|group| {
-                    let hits: Vec<Hit> = group.iter().filter_map(|c| fetched.get(c)).collect();
-                    let first = hits.first()?;
-                    Some(Group {
-                        document_id: first.document_id,
-                        filename: first.filename.clone(),
-                        hits,
-                    })
-                })
-                .collect()
-        });
-        let hits = flat.iter().filter_map(|c| fetched.take(c)).collect();
-        let model_version = match plan.versions.first() {
-            Some(first) => Some(first.model_version.clone()),
-            None => self.text_version(request).await?,
-        };
-        Ok(SearchResults {
-            mode: request.mode,
-            semantic: request.mode.uses_vectors()
-                && plan.routes.iter().all(|r| r.embedder.is_semantic()),
-            model_version,
-            hits,
-            groups,
-            versions: plan.versions,
-            partial: plan.partial,
-        })
-    }
-
-    /// What a text search reports as its version: the requested one (which must exist), or the
-    /// active one when there is one.
-    async fn text_version(&self, request: &SearchRequest) -> Result<Option<String>, SearchError> {
-        match &request.model_version {
-            Some(requested) => match models::get(&self.pool, requested).await? {
-                Some(version) => Ok(Some(version.model_version)),
-                None => Err(SearchError::UnknownModel(requested.clone())),
-            },
-            None => Ok(models::active(&self.pool).await?.map(|m| m.model_version)),
         }
     }
 }

@@ -89,17 +89,8 @@ struct Replica {
     searches: AtomicU64,
 }
 
-/// One replica's state, for `/metrics` and tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplicaStatus {
-    pub name: String,
-    /// Whether the next search may go to it.
-    pub usable: bool,
-    pub lag_seconds: Option<f64>,
-    pub lag_bytes: Option<i64>,
-    /// Searches it answered.
-    pub searches: u64,
-}
+/// One replica's state, for `/metrics` and tests: the shape `/metrics` reads.
+pub use crate::metrics::ReplicaSample as ReplicaStatus;
 
 /// The replicas of one process, their health, and the fallbacks to the primary.
 #[derive(Debug)]
@@ -374,11 +365,29 @@ impl Replicas {
             return Ok(true);
         }
         let ids: Vec<i64> = named.iter().copied().collect();
-        let existing: i64 = sqlx::query_scalar("select count(*) from documents where id = any($1)")
-            .bind(&ids)
-            .fetch_one(&self.primary)
-            .await?;
+        let existing = sqlx::query_scalar!(
+            r#"select count(*) as "count!"
+             from documents
+             where id = any($1)"#,
+            &ids[..],
+        )
+        .fetch_one(&self.primary)
+        .await?;
         Ok(usize::try_from(existing).is_ok_and(|n| n == ids.len()))
+    }
+}
+
+/// `/metrics` reads the replicas through this (metrics names no search type).
+impl crate::metrics::ReplicaReport for Replicas {
+    fn replica_samples(&self) -> Vec<ReplicaStatus> {
+        self.status()
+    }
+
+    fn fallback_counts(&self) -> Vec<(&'static str, u64)> {
+        self.all_fallbacks()
+            .into_iter()
+            .map(|(reason, n)| (reason.as_str(), n))
+            .collect()
     }
 }
 
@@ -405,17 +414,17 @@ fn depends_on_the_server(err: &SearchError) -> bool {
 
 /// The primary's WAL write position, in bytes.
 async fn wal_position(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("select (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8")
+    sqlx::query_scalar!(r#"select (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8 as "position!""#)
         .fetch_one(pool)
         .await
 }
 
 /// How far a standby has replayed, in bytes; `None` when the server is not in recovery.
 async fn replay_position(pool: &PgPool) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "select case when pg_is_in_recovery()
                      then (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8
-                end",
+                end as position",
     )
     .fetch_one(pool)
     .await

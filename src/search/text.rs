@@ -67,16 +67,16 @@ impl StatsCache {
         {
             return Ok(stats);
         }
-        let (chunks, average_length): (i64, Option<f64>) = sqlx::query_as(
-            "select count(*), avg(term_count)::float8
+        let row = sqlx::query!(
+            r#"select count(*) as "chunks!", avg(term_count)::float8 as average_length
              from chunks
-             where analyzer is not null",
+             where analyzer is not null"#,
         )
         .fetch_one(pool)
         .await?;
         let stats = Stats {
-            chunks: chunks as f64,
-            average_length: average_length.unwrap_or(1.0).max(1.0),
+            chunks: row.chunks as f64,
+            average_length: row.average_length.unwrap_or(1.0).max(1.0),
             at: Instant::now(),
         };
         if let Ok(mut guard) = self.0.lock() {
@@ -84,6 +84,15 @@ impl StatsCache {
         }
         Ok(stats)
     }
+}
+
+/// The query terms some chunk holds, as the columns of the statement's `q`: each term, the
+/// position of the query word it is a form of, and its idf.
+#[derive(Debug, Default)]
+struct Weighted {
+    terms: Vec<String>,
+    words: Vec<i32>,
+    idfs: Vec<f64>,
 }
 
 /// The `limit` best chunks for `query` by BM25, best first; with `per_document`, at most that
@@ -101,29 +110,68 @@ pub(super) async fn rank(
         return Ok(Vec::new());
     }
     let stats = stats.get(pool).await?;
-    let frequencies: HashMap<String, i32> =
-        sqlx::query_as("select term, chunks from term_stats where term = any($1) and chunks > 0")
-            .bind(&terms)
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .collect();
-    // Terms no chunk holds cannot score: leave them out of the statement.
-    let mut kept = (Vec::new(), Vec::new(), Vec::new());
-    for (term, word) in terms.into_iter().zip(words) {
-        if let Some(&df) = frequencies.get(&term) {
-            kept.0.push(term);
-            kept.1.push(word);
-            kept.2.push(idf(stats.chunks, f64::from(df)));
-        }
-    }
-    if kept.0.is_empty() {
+    let weighted = weigh(pool, &stats, terms, words).await?;
+    if weighted.terms.is_empty() {
         return Ok(Vec::new());
     }
+    score(
+        pool,
+        &stats,
+        &weighted,
+        query,
+        document,
+        limit,
+        per_document,
+    )
+    .await
+}
+
+/// Each term's idf from its document frequency in `term_stats`; terms no chunk holds cannot
+/// score, so they are left out of the statement.
+async fn weigh(
+    pool: &PgPool,
+    stats: &Stats,
+    terms: Vec<String>,
+    words: Vec<i32>,
+) -> Result<Weighted, sqlx::Error> {
+    let frequencies: HashMap<String, i32> = sqlx::query!(
+        "select term, chunks
+         from term_stats
+         where term = any($1)
+           and chunks > 0",
+        &terms[..],
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|row| (row.term, row.chunks))
+    .collect();
+    let mut weighted = Weighted::default();
+    for (term, word) in terms.into_iter().zip(words) {
+        if let Some(&df) = frequencies.get(&term) {
+            weighted.terms.push(term);
+            weighted.words.push(word);
+            weighted.idfs.push(idf(stats.chunks, f64::from(df)));
+        }
+    }
+    Ok(weighted)
+}
+
+/// The two-pass ranking statement (see the module docs), with the query's phrase and
+/// exclusion filters.
+async fn score(
+    pool: &PgPool,
+    stats: &Stats,
+    weighted: &Weighted,
+    query: &Query,
+    document: Option<i64>,
+    limit: i64,
+    per_document: Option<i64>,
+) -> Result<Vec<Candidate>, sqlx::Error> {
     let phrases: Vec<String> = query.phrases.iter().map(|p| phrase_regex(p)).collect();
     let candidates = (limit * 4).max(CANDIDATES);
-    let rows: Vec<(i64, i32, f64)> = sqlx::query_as(
-        "with q (term, word, idf) as (
+    let rows = sqlx::query!(
+        r#"with q (term, word, idf) as (
              select * from unnest($1::text[], $2::int[], $3::float8[])
          ),
          first as (
@@ -148,8 +196,8 @@ pub(super) async fn rank(
          ),
          exact as (
              select c.document_id, c.chunk_index, q.word,
-                    max(q.idf * t.tf * ($8 + 1)
-                        / (t.tf + $8 * (1 - $9 + $9 * t.length / $7))) as part
+                    max(q.idf * t.tf * ($8::float8 + 1)
+                        / (t.tf + $8::float8 * (1 - $9::float8 + $9::float8 * t.length / $7::float8))) as part
              from candidates c
              join chunk_terms t
                on t.document_id = c.document_id
@@ -164,7 +212,8 @@ pub(super) async fn rank(
              from exact
              group by document_id, chunk_index
          )
-         select s.document_id, s.chunk_index, s.score::float8
+         select s.document_id as "document_id!", s.chunk_index as "chunk_index!",
+                s.score::float8 as "score!"
          from scored s
          where ($12::bigint is null or s.nth <= $12)
            and (cardinality($10::text[]) = 0 or not exists (
@@ -178,29 +227,29 @@ pub(super) async fn rank(
                      and c.chunk_index = s.chunk_index
                      and c.text ~* all($11::text[])))
          order by s.score desc, s.document_id, s.chunk_index
-         limit $13",
+         limit $13"#,
+        &weighted.terms[..],
+        &weighted.words[..],
+        &weighted.idfs[..],
+        POSTINGS_PER_TERM,
+        candidates,
+        document,
+        stats.average_length,
+        K1,
+        B,
+        &query.excluded[..],
+        &phrases[..],
+        per_document,
+        limit,
     )
-    .bind(&kept.0)
-    .bind(&kept.1)
-    .bind(&kept.2)
-    .bind(POSTINGS_PER_TERM)
-    .bind(candidates)
-    .bind(document)
-    .bind(stats.average_length)
-    .bind(K1)
-    .bind(B)
-    .bind(&query.excluded)
-    .bind(&phrases)
-    .bind(per_document)
-    .bind(limit)
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(document_id, chunk_index, score)| Candidate {
-            document_id,
-            chunk_index,
-            score,
+        .map(|row| Candidate {
+            document_id: row.document_id,
+            chunk_index: row.chunk_index,
+            score: row.score,
             route: None,
         })
         .collect())

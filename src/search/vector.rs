@@ -110,32 +110,58 @@ impl Searcher {
     /// Which versions' indexes a vector search asks, about which documents.
     pub(super) async fn plan(&self, request: &SearchRequest) -> Result<Plan, SearchError> {
         let document = request.document.map(|d| d.0);
-        let mut plan = Plan::default();
         if let Some(requested) = &request.model_version {
-            let version = models::get(&self.pool, requested)
-                .await?
-                .ok_or_else(|| SearchError::UnknownModel(requested.clone()))?;
-            let embedder =
-                self.embedder_for(&version)
-                    .ok_or_else(|| SearchError::ModelNotEmbeddable {
-                        requested: requested.clone(),
-                        available: self.model.model_version.clone(),
-                    })?;
-            plan.versions.push(VersionSearched {
-                model_version: requested.clone(),
-                role: VersionRole::Requested,
-                documents: None,
-                searched: true,
-                reason: None,
-            });
-            plan.routes.push(Route::new(version, embedder, document));
-            return Ok(plan);
+            return self.requested_plan(requested, document).await;
         }
         let active = models::active(&self.pool)
             .await?
             .ok_or(SearchError::NoActiveModel)?;
-        // Documents read under a fallback that is searched: the active index must skip them,
-        // or their partial new sets would answer for them a second time.
+        let mut plan = Plan::default();
+        let (elsewhere, fallbacks) = self.fallback_routes(&mut plan, &active, document).await?;
+        let entry = self.active_route(&mut plan, active, document, elsewhere)?;
+        plan.versions.push(entry);
+        plan.versions.extend(fallbacks);
+        Ok(plan)
+    }
+
+    /// The plan of a search that names its version: that version's index alone.
+    async fn requested_plan(
+        &self,
+        requested: &str,
+        document: Option<i64>,
+    ) -> Result<Plan, SearchError> {
+        let version = models::get(&self.pool, requested)
+            .await?
+            .ok_or_else(|| SearchError::UnknownModel(requested.to_owned()))?;
+        let embedder =
+            self.embedder_for(&version)
+                .ok_or_else(|| SearchError::ModelNotEmbeddable {
+                    requested: requested.to_owned(),
+                    available: self.model.model_version.clone(),
+                })?;
+        Ok(Plan {
+            routes: vec![Route::new(version, embedder, document)],
+            versions: vec![VersionSearched {
+                model_version: requested.to_owned(),
+                role: VersionRole::Requested,
+                documents: None,
+                searched: true,
+                reason: None,
+            }],
+            partial: false,
+        })
+    }
+
+    /// Adds a route per older version some documents are still read under and this process
+    /// can embed for; returns the documents those routes answer for (the active index must
+    /// skip them, or their partial new sets would answer for them a second time) and each
+    /// older version's entry, searched or not.
+    async fn fallback_routes(
+        &self,
+        plan: &mut Plan,
+        active: &ModelVersion,
+        document: Option<i64>,
+    ) -> Result<(Vec<i64>, Vec<VersionSearched>), SearchError> {
         let mut elsewhere: Vec<i64> = Vec::new();
         let mut fallbacks = Vec::new();
         for (name, documents) in read_elsewhere(&self.pool, &active.model_version, document).await?
@@ -171,6 +197,18 @@ impl Searcher {
                 }
             }
         }
+        Ok((elsewhere, fallbacks))
+    }
+
+    /// Puts the active version's route first (over every document but those read `elsewhere`)
+    /// when this process can embed for it, and returns its entry.
+    fn active_route(
+        &self,
+        plan: &mut Plan,
+        active: ModelVersion,
+        document: Option<i64>,
+        elsewhere: Vec<i64>,
+    ) -> Result<VersionSearched, SearchError> {
         let mut entry = VersionSearched {
             model_version: active.model_version.clone(),
             role: VersionRole::Active,
@@ -206,9 +244,7 @@ impl Searcher {
                 ));
             }
         }
-        plan.versions.push(entry);
-        plan.versions.append(&mut fallbacks);
-        Ok(plan)
+        Ok(entry)
     }
 
     /// The `limit` nearest chunks over every route, merged by placement (see the module docs).
@@ -276,13 +312,15 @@ impl Searcher {
         let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
         let mut tx = self.pool.begin().await?;
         // Local to this transaction, so pooled connections keep the server defaults.
-        sqlx::query(
-            "select set_config('hnsw.ef_search', $1, true),
-                    set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        sqlx::query!(
+            "select set_config('hnsw.ef_search', $1, true) as ef_search,
+                    set_config('hnsw.iterative_scan', 'relaxed_order', true) as iterative_scan",
+            EF_SEARCH.max(limit).to_string(),
         )
-        .bind(EF_SEARCH.max(limit).to_string())
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
+        // Runtime SQL: the cast's dimension and the partial index's version literal are part
+        // of the statement (see `vector_sql`), so it is built per model version.
         let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(query)
             .bind(limit)
@@ -305,11 +343,11 @@ impl Searcher {
     }
 
     async fn has_vectors(&self, version: &str) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar(
-            "select exists (select 1 from embedding_sets where model_version = $1)
-                 or exists (select 1 from embeddings where model_version = $1)",
+        sqlx::query_scalar!(
+            r#"select exists (select 1 from embedding_sets where model_version = $1)
+                   or exists (select 1 from embeddings where model_version = $1) as "any!""#,
+            version,
         )
-        .bind(version)
         .fetch_one(&self.pool)
         .await
     }
@@ -351,8 +389,9 @@ async fn read_elsewhere(
     active: &str,
     document: Option<i64>,
 ) -> Result<Vec<(String, Vec<i64>)>, sqlx::Error> {
-    sqlx::query_as(
-        "select v.model_version, array_agg(v.document_id order by v.document_id)
+    let rows = sqlx::query!(
+        r#"select v.model_version as "model_version!",
+                array_agg(v.document_id order by v.document_id) as "documents!: Vec<i64>"
          from document_search_versions v
          where v.document_id = any(array(
                    select s.document_id
@@ -367,12 +406,16 @@ async fn read_elsewhere(
                            and a.completed_at is not null)))
            and v.model_version <> $1
          group by v.model_version
-         order by v.model_version",
+         order by v.model_version"#,
+        active,
+        document,
     )
-    .bind(active)
-    .bind(document)
     .fetch_all(pool)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.model_version, row.documents))
+        .collect())
 }
 
 /// A SQL string literal: doubling quotes is enough under `standard_conforming_strings`, on by
