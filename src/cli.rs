@@ -331,8 +331,8 @@ async fn schedule(
         }
         ScheduleCommand::Show { name } => {
             let s = store::get(pool, &name).await?;
-            let view = crate::http::schedules::view(pool, s, now).await?;
-            print_json(&view)?;
+            let sends = crate::pipeline::reembed::next_run_sends(pool, &s).await?;
+            print_json(&schedule::view(s, now, sends))?;
         }
         ScheduleCommand::InstallPgCron { name } => {
             let job = schedule::pg_cron::install(pool, database_url, &name).await?;
