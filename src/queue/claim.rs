@@ -99,6 +99,27 @@ pub struct PayloadFilter {
     pub skipped: Vec<String>,
 }
 
+/// `query_scalar!` of `update jobs <set>` on the jobs of many leases at once, fenced by each
+/// one's token: `$1` ids and `$2` tokens (unnested side by side), returning the ids it matched.
+/// The `set` clause is the caller's literal; the fence is written once, and the whole is still
+/// one literal the macro checks.
+macro_rules! fenced_batch {
+    ($set:literal, $ids:expr, $tokens:expr $(, $args:expr)* $(,)?) => {
+        sqlx::query_scalar!(
+            "update jobs
+            " + $set + r#"
+            from unnest($1::bigint[], $2::uuid[]) as held(id, token)
+            where jobs.id = held.id
+              and jobs.status = 'running'
+              and jobs.lease_token = held.token
+            returning jobs.id as "id: JobId""#,
+            $ids,
+            $tokens
+            $(, $args)*
+        )
+    };
+}
+
 impl Queue {
     /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]).
     pub async fn claim(
@@ -158,15 +179,9 @@ impl Queue {
             return Ok(Vec::new());
         }
         let (ids, tokens) = split(leases);
-        let kept = sqlx::query_scalar!(
-            r#"update jobs
-            set lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-                updated_at = now()
-            from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-            where jobs.id = held.id
-              and jobs.status = 'running'
-              and jobs.lease_token = held.token
-            returning jobs.id as "id: JobId""#,
+        let kept = fenced_batch!(
+            "set lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+                updated_at = now()",
             &ids,
             &tokens,
             self.lease_millis(),
@@ -257,19 +272,13 @@ impl Queue {
             return Ok(Vec::new());
         }
         let (ids, tokens) = split(leases);
-        let matched = sqlx::query_scalar!(
-            r#"update jobs
-            set status = 'ready',
+        let matched = fenced_batch!(
+            "set status = 'ready',
                 attempts = greatest(attempts - 1, 0),
                 run_at = now(),
                 lease_token = null,
                 lease_until = null,
-                updated_at = now()
-            from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-            where jobs.id = held.id
-              and jobs.status = 'running'
-              and jobs.lease_token = held.token
-            returning jobs.id as "id: JobId""#,
+                updated_at = now()",
             &ids,
             &tokens,
         )
@@ -289,18 +298,12 @@ async fn complete_on<'c>(
         return Ok(Vec::new());
     }
     let (ids, tokens) = split(leases);
-    let matched = sqlx::query_scalar!(
-        r#"update jobs
-        set status = 'done',
+    let matched = fenced_batch!(
+        "set status = 'done',
             lease_token = null,
             lease_until = null,
             finished_at = now(),
-            updated_at = now()
-        from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-        where jobs.id = held.id
-          and jobs.status = 'running'
-          and jobs.lease_token = held.token
-        returning jobs.id as "id: JobId""#,
+            updated_at = now()",
         &ids,
         &tokens,
     )

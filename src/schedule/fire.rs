@@ -34,15 +34,7 @@ pub async fn fire_due(
     now: DateTime<Utc>,
 ) -> Result<FireReport, ScheduleError> {
     let mut tx = pool.begin().await?;
-    let schedule = schedule_query!(
-        "select " {columns} "
-        from schedules
-        where name = $1
-        for update",
-        name,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
+    let schedule = super::store::lock(&mut tx, name).await?;
     let Some(schedule) = schedule.filter(|s| s.enabled) else {
         return Ok(FireReport::default());
     };

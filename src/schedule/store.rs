@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::{CronSpec, NIGHTLY_REEMBED, Schedule, ScheduleError};
 
@@ -115,6 +115,23 @@ pub async fn get(pool: &PgPool, name: &str) -> Result<Schedule, ScheduleError> {
     .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))
 }
 
+/// `name`'s row, locked (`for update`) until `conn`'s transaction ends: changes and firings of
+/// one schedule take turns.
+pub(super) async fn lock(
+    conn: &mut PgConnection,
+    name: &str,
+) -> Result<Option<Schedule>, sqlx::Error> {
+    schedule_query!(
+        "select " {columns} "
+        from schedules
+        where name = $1
+        for update",
+        name,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
 /// Creates a schedule whose first firing is the first logical time after `now`.
 pub async fn create(
     pool: &PgPool,
@@ -156,16 +173,9 @@ pub async fn update(
     update: &ScheduleUpdate,
 ) -> Result<Schedule, ScheduleError> {
     let mut tx = pool.begin().await?;
-    let current = schedule_query!(
-        "select " {columns} "
-        from schedules
-        where name = $1
-        for update",
-        name,
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))?;
+    let current = lock(&mut tx, name)
+        .await?
+        .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))?;
     let cron = update.cron.clone().unwrap_or(current.cron);
     let timezone = update.timezone.clone().unwrap_or(current.timezone);
     let kind = update.kind.clone().unwrap_or(current.kind);
