@@ -7,7 +7,7 @@
 //! | [`fire`] | one schedule's due firings: enqueue + move the cursor in one transaction; run-now |
 //! | [`leader`] | the [`Scheduler`] loop: one leader per database through a session advisory lock |
 //! | [`pg_cron`] | the alternative: the same firing registered as a pg_cron job |
-//! | [`view`] | a schedule as people read it: its next firing and its job kind's preview |
+//! | [`view`](mod@view) | a schedule as people read it: its next firing and its job kind's preview |
 //!
 //! What it guarantees:
 //!
