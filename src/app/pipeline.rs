@@ -45,7 +45,10 @@ pub async fn pipeline_with(
     if let Some(limiter) = pipeline.embedder.limiter() {
         crate::metrics::global().watch_limiter(limiter);
     }
-    crate::schedule::store::ensure_builtin(pool, chrono::Utc::now())
+    let builtins = [crate::schedule::BuiltinSchedule::nightly_reembed(
+        crate::pipeline::REEMBED_JOB,
+    )];
+    crate::schedule::store::ensure_builtin(pool, &builtins, chrono::Utc::now())
         .await
         .context("creating the built-in schedules")?;
     Ok(Arc::new(pipeline))

@@ -109,8 +109,8 @@ pub(super) async fn run(
         }
         ScheduleCommand::Show { name } => {
             let s = store::get(pool, &name).await?;
-            let view = crate::http::schedules::view(pool, s, now).await?;
-            print_json(&view)?;
+            let sends = crate::pipeline::reembed::next_run_sends(pool, &s).await?;
+            print_json(&schedule::view(s, now, sends))?;
         }
         ScheduleCommand::InstallPgCron { name } => {
             install_pg_cron(pool, database_url, &name).await?

@@ -105,36 +105,37 @@ impl FleetBudget {
         let request_burst = ask.request_interval.map(|_| micros(ask.request_burst));
         let token_burst = ask.token_interval.map(|_| micros(ask.token_burst));
         for _ in 0..2 {
-            let row: Option<(i64, i64)> = sqlx::query_as(
-                "with clock as (select clock_timestamp() as now)
-                 update rate_budgets as b
-                 set request_tat = greatest(b.request_tat, clock.now, b.paused_until)
-                         + $2 * interval '1 microsecond',
-                     token_tat = greatest(b.token_tat, clock.now, b.paused_until)
-                         + $3 * interval '1 microsecond',
-                     updated_at = clock.now
-                 from clock
-                 where b.key = $1
-                 returning
-                     (extract(epoch from greatest(
-                         b.request_tat - $4 * interval '1 microsecond',
-                         b.token_tat - $5 * interval '1 microsecond',
-                         b.paused_until,
-                         clock.now) - clock.now) * 1000000)::bigint,
-                     (extract(epoch from greatest(b.request_tat, clock.now) - clock.now)
-                         * 1000000)::bigint",
+            // The costs and bursts are whole microseconds (bigint), as the caller computed them.
+            let row = sqlx::query!(
+                r#"with clock as (select clock_timestamp() as now)
+                update rate_budgets as b
+                set request_tat = greatest(b.request_tat, clock.now, b.paused_until)
+                        + $2::bigint * interval '1 microsecond',
+                    token_tat = greatest(b.token_tat, clock.now, b.paused_until)
+                        + $3::bigint * interval '1 microsecond',
+                    updated_at = clock.now
+                from clock
+                where b.key = $1
+                returning
+                    (extract(epoch from greatest(
+                        b.request_tat - $4::bigint * interval '1 microsecond',
+                        b.token_tat - $5::bigint * interval '1 microsecond',
+                        b.paused_until,
+                        clock.now) - clock.now) * 1000000)::bigint as "wait!",
+                    (extract(epoch from greatest(b.request_tat, clock.now) - clock.now)
+                        * 1000000)::bigint as "booked!""#,
+                self.key,
+                request_cost,
+                token_cost,
+                request_burst,
+                token_burst,
             )
-            .bind(&self.key)
-            .bind(request_cost)
-            .bind(token_cost)
-            .bind(request_burst)
-            .bind(token_burst)
             .fetch_optional(&self.pool)
             .await?;
-            if let Some((wait, booked)) = row {
+            if let Some(row) = row {
                 return Ok(Grant {
-                    wait: duration_from_micros(wait),
-                    booked: duration_from_micros(booked),
+                    wait: duration_from_micros(row.wait),
+                    booked: duration_from_micros(row.booked),
                 });
             }
             self.create().await?;
@@ -146,15 +147,15 @@ impl FleetBudget {
     /// extends, never shortens, a pause already set.
     pub async fn pause_for(&self, duration: Duration) -> Result<(), sqlx::Error> {
         self.create().await?;
-        sqlx::query(
+        sqlx::query!(
             "update rate_budgets
-             set paused_until = greatest(paused_until,
-                     clock_timestamp() + $2 * interval '1 microsecond'),
-                 updated_at = clock_timestamp()
-             where key = $1",
+            set paused_until = greatest(paused_until,
+                    clock_timestamp() + $2::bigint * interval '1 microsecond'),
+                updated_at = clock_timestamp()
+            where key = $1",
+            self.key,
+            micros(duration),
         )
-        .bind(&self.key)
-        .bind(micros(duration))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -162,12 +163,12 @@ impl FleetBudget {
 
     /// Creates the row if it is missing (the first process to use a provider does).
     async fn create(&self) -> Result<(), sqlx::Error> {
-        sqlx::query(
+        sqlx::query!(
             "insert into rate_budgets (key)
-             values ($1)
-             on conflict (key) do nothing",
+            values ($1)
+            on conflict (key) do nothing",
+            self.key,
         )
-        .bind(&self.key)
         .execute(&self.pool)
         .await?;
         Ok(())

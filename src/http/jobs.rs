@@ -44,7 +44,7 @@ pub async fn list(
             limit,
         })
         .await?;
-    let next = next_cursor(jobs.iter().map(|j| j.id), limit);
+    let next = next_cursor(jobs.iter().map(|j| j.id.0), limit);
     Ok(Json(json!({ "jobs": jobs, "next": next })))
 }
 

@@ -4,15 +4,13 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
 use super::input::{Json, Path};
-use crate::schedule::{
-    self, NIGHTLY_REEMBED, NewSchedule, Schedule, ScheduleError, ScheduleUpdate,
-};
+use crate::pipeline::reembed::{self, ReembedPlan};
+use crate::schedule::{self, NewSchedule, Schedule, ScheduleError, ScheduleUpdate, ScheduleView};
 
 impl From<ScheduleError> for ApiError {
     fn from(err: ScheduleError) -> Self {
@@ -36,39 +34,14 @@ impl From<ScheduleError> for ApiError {
     }
 }
 
-/// A schedule as the API shows it.
-#[derive(Debug, Serialize)]
-pub struct ScheduleView {
-    #[serde(flatten)]
-    schedule: Schedule,
-    /// The next logical time it will fire, if any.
-    next_firing: Option<DateTime<Utc>>,
-    /// For `nightly-reembed`: documents, chunks and tokens its next run would send now.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_run_sends: Option<crate::pipeline::reembed::ReembedPlan>,
-}
-
-/// The view of `schedule` at `now`, with the reembed plan where it applies.
-pub async fn view(
+/// The view of `schedule` at `now`, with the pipeline's preview of the nightly re-embedding.
+async fn view(
     pool: &sqlx::PgPool,
     schedule: Schedule,
     now: DateTime<Utc>,
-) -> Result<ScheduleView, ScheduleError> {
-    let next_run_sends = if schedule.name == NIGHTLY_REEMBED {
-        match crate::models::active(pool).await? {
-            Some(active) => {
-                Some(crate::pipeline::reembed::plan(pool, &active.model_version).await?)
-            }
-            None => None,
-        }
-    } else {
-        None
-    };
-    Ok(ScheduleView {
-        next_firing: schedule.next_firing(now),
-        schedule,
-        next_run_sends,
-    })
+) -> Result<ScheduleView<ReembedPlan>, ScheduleError> {
+    let next_run_sends = reembed::next_run_sends(pool, &schedule).await?;
+    Ok(schedule::view(schedule, now, next_run_sends))
 }
 
 /// A schedule may only enqueue kinds this deployment runs, or its jobs would wait forever.
@@ -99,7 +72,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewSchedule>,
-) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+) -> Result<(StatusCode, Json<ScheduleView<ReembedPlan>>), ApiError> {
     check_kind(&state, &body.kind)?;
     let now = Utc::now();
     let created = schedule::store::create(&state.pool, &body, now).await?;
@@ -113,7 +86,7 @@ pub async fn create(
 pub async fn get(
     State(state): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<ScheduleView>, ApiError> {
+) -> Result<Json<ScheduleView<ReembedPlan>>, ApiError> {
     let schedule = schedule::store::get(&state.pool, &name).await?;
     Ok(Json(view(&state.pool, schedule, Utc::now()).await?))
 }
@@ -123,7 +96,7 @@ pub async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Json(body): Json<ScheduleUpdate>,
-) -> Result<Json<ScheduleView>, ApiError> {
+) -> Result<Json<ScheduleView<ReembedPlan>>, ApiError> {
     if let Some(kind) = &body.kind {
         check_kind(&state, kind)?;
     }

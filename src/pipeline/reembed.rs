@@ -167,3 +167,19 @@ pub async fn plan(pool: &PgPool, model_version: &str) -> Result<ReembedPlan, sql
         tokens,
     })
 }
+
+/// What `schedule`'s next run would send now, for the nightly re-embedding: the [`plan`] under
+/// the active model version (`None` for any other schedule, or while no version is active).
+/// The schedule views show it as `next_run_sends`.
+pub async fn next_run_sends(
+    pool: &PgPool,
+    schedule: &crate::schedule::Schedule,
+) -> Result<Option<ReembedPlan>, sqlx::Error> {
+    if schedule.name != crate::schedule::NIGHTLY_REEMBED {
+        return Ok(None);
+    }
+    let Some(active) = crate::models::active(pool).await? else {
+        return Ok(None);
+    };
+    plan(pool, &active.model_version).await.map(Some)
+}

@@ -8,12 +8,12 @@ use uuid::Uuid;
 use super::{JobId, JobStatus, Queue, QueueError};
 
 /// A job as people see it.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct JobRecord {
-    pub id: i64,
+    pub id: JobId,
     pub kind: String,
     pub payload: serde_json::Value,
-    pub status: String,
+    pub status: JobStatus,
     pub run_at: DateTime<Utc>,
     pub attempts: i32,
     pub max_attempts: i32,
@@ -61,17 +61,32 @@ pub struct QueueStats {
     pub expired_leases: i64,
 }
 
-const COLUMNS: &str = "id, kind, payload, status, run_at, attempts, max_attempts, lease_token, \
-     lease_until, leased_by, idempotency_key, last_error, errors, created_at, updated_at, \
-     finished_at";
+/// `query_as!(JobRecord, …)` with the record's columns spliced in where `{columns}` stands:
+/// the SQL before and after it are literals, so the whole statement is still one literal the
+/// macro checks, and the column list with its type overrides is written once.
+macro_rules! job_record_query {
+    ($before:literal {columns} $after:literal $(, $args:expr)* $(,)?) => {
+        sqlx::query_as!(
+            JobRecord,
+            $before
+                + r#"id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+                last_error, errors, created_at, updated_at, finished_at"#
+                + $after
+            $(, $args)*
+        )
+    };
+}
 
 impl Queue {
     /// One job.
     pub async fn get(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
-            "select {COLUMNS} from jobs where id = $1"
-        )))
-        .bind(id.0)
+        job_record_query!(
+            "select " {columns} "
+            from jobs
+            where id = $1",
+            id.0,
+        )
         .fetch_optional(&self.pool)
         .await?
         .ok_or(QueueError::NotFound(id))
@@ -79,20 +94,19 @@ impl Queue {
 
     /// A page of jobs, newest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, QueueError> {
-        // The column list is a constant; every value is a bind parameter.
-        let rows = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
-            "select {COLUMNS}
-             from jobs
-             where ($1::text is null or status = $1)
-               and ($2::text is null or kind = $2)
-               and ($3::bigint is null or id < $3)
-             order by id desc
-             limit $4"
-        )))
-        .bind(filter.status.map(JobStatus::as_str))
-        .bind(filter.kind.as_deref())
-        .bind(filter.before.map(|id| id.0))
-        .bind(filter.limit.clamp(1, 1000))
+        let rows = job_record_query!(
+            "select " {columns} "
+            from jobs
+            where ($1::text is null or status = $1)
+              and ($2::text is null or kind = $2)
+              and ($3::bigint is null or id < $3)
+            order by id desc
+            limit $4",
+            filter.status.map(JobStatus::as_str),
+            filter.kind.as_deref(),
+            filter.before.map(|id| id.0),
+            filter.limit.clamp(1, 1000),
+        )
         .fetch_all(&self.pool)
         .await?;
         Ok(rows)
@@ -100,62 +114,66 @@ impl Queue {
 
     /// Counts per kind and status, the oldest due job's age, and unhandled expired leases.
     pub async fn stats(&self) -> Result<QueueStats, QueueError> {
-        let counts: Vec<(String, String, i64)> = sqlx::query_as(
-            "select kind, status, count(*) from jobs group by kind, status order by kind",
+        let counts = sqlx::query!(
+            r#"select kind, status as "status: JobStatus", count(*) as "count!"
+            from jobs
+            group by kind, status
+            order by kind"#
         )
         .fetch_all(&self.pool)
         .await?;
         let mut kinds: Vec<KindStats> = Vec::new();
-        for (kind, status, n) in counts {
-            if kinds.last().is_none_or(|k| k.kind != kind) {
+        for row in counts {
+            if kinds.last().is_none_or(|k| k.kind != row.kind) {
                 kinds.push(KindStats {
-                    kind: kind.clone(),
+                    kind: row.kind.clone(),
                     ..KindStats::default()
                 });
             }
             if let Some(entry) = kinds.last_mut() {
-                match status.as_str() {
-                    "ready" => entry.ready = n,
-                    "running" => entry.running = n,
-                    "done" => entry.done = n,
-                    "dead" => entry.dead = n,
-                    _ => entry.cancelled = n,
+                let n = row.count;
+                match row.status {
+                    JobStatus::Ready => entry.ready = n,
+                    JobStatus::Running => entry.running = n,
+                    JobStatus::Done => entry.done = n,
+                    JobStatus::Dead => entry.dead = n,
+                    JobStatus::Cancelled => entry.cancelled = n,
                 }
             }
         }
-        let (oldest_due_age_seconds, expired_leases): (Option<f64>, i64) = sqlx::query_as(
-            "select
-                 (select extract(epoch from now() - min(run_at))::float8
-                  from jobs
-                  where status = 'ready' and run_at <= now()),
-                 (select count(*)
-                  from jobs
-                  where status = 'running' and lease_until < now())",
+        let ages = sqlx::query!(
+            r#"select
+                (select extract(epoch from now() - min(run_at))::float8
+                 from jobs
+                 where status = 'ready' and run_at <= now()) as oldest_due_age_seconds,
+                (select count(*)
+                 from jobs
+                 where status = 'running' and lease_until < now()) as "expired_leases!""#
         )
         .fetch_one(&self.pool)
         .await?;
         Ok(QueueStats {
             kinds,
-            oldest_due_age_seconds,
-            expired_leases,
+            oldest_due_age_seconds: ages.oldest_due_age_seconds,
+            expired_leases: ages.expired_leases,
         })
     }
 
     /// Cancels a `ready` or `running` job. A running job's worker loses its lease: its next
     /// heartbeat or completion is refused and its result discarded.
     pub async fn cancel(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        let row = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+        let row = job_record_query!(
             "update jobs
-             set status = 'cancelled',
-                 lease_token = null,
-                 lease_until = null,
-                 finished_at = now(),
-                 updated_at = now()
-             where id = $1
-               and status in ('ready', 'running')
-             returning {COLUMNS}"
-        )))
-        .bind(id.0)
+            set status = 'cancelled',
+                lease_token = null,
+                lease_until = null,
+                finished_at = now(),
+                updated_at = now()
+            where id = $1
+              and status in ('ready', 'running')
+            returning " {columns} "",
+            id.0,
+        )
         .fetch_optional(&self.pool)
         .await?;
         match row {
@@ -169,29 +187,27 @@ impl Queue {
     /// the history reads true). The budget is the original one, recorded at the first retry, so
     /// retrying the same job again and again adds the same number of attempts each time.
     pub async fn retry_dead(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        let row = sqlx::query_as::<_, JobRecord>(sqlx::AssertSqlSafe(format!(
+        let row = job_record_query!(
             "update jobs
-             set status = 'ready',
-                 run_at = now(),
-                 attempt_budget = coalesce(attempt_budget, max_attempts),
-                 max_attempts = least(
-                     attempts::bigint + coalesce(attempt_budget, max_attempts),
-                     2147483647)::integer,
-                 finished_at = null,
-                 updated_at = now()
-             where id = $1
-               and status in ('dead', 'cancelled')
-             returning {COLUMNS}"
-        )))
-        .bind(id.0)
+            set status = 'ready',
+                run_at = now(),
+                attempt_budget = coalesce(attempt_budget, max_attempts),
+                max_attempts = least(
+                    attempts::bigint + coalesce(attempt_budget, max_attempts),
+                    2147483647)::integer,
+                finished_at = null,
+                updated_at = now()
+            where id = $1
+              and status in ('dead', 'cancelled')
+            returning " {columns} "",
+            id.0,
+        )
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else {
             return Err(self.wrong_state(id, "retry", "dead or cancelled").await);
         };
-        sqlx::query("select pg_notify($1, $2)")
-            .bind(super::CHANNEL)
-            .bind(&row.kind)
+        sqlx::query!("select pg_notify($1, $2)", super::CHANNEL, row.kind)
             .execute(&self.pool)
             .await?;
         Ok(row)

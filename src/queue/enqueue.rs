@@ -13,37 +13,35 @@ use super::{CHANNEL, Enqueued, JobId, NewJob, QueueError};
 /// waits on the first one's unique-index entry and then finds its row.
 pub async fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, QueueError> {
     job.validate()?;
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-         values ($1, $2, $3, coalesce($4, now()), coalesce($5, 10))
-         on conflict (idempotency_key) do nothing
-         returning id",
+    let inserted = sqlx::query_scalar!(
+        r#"insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
+        values ($1, $2, $3, coalesce($4, now()), coalesce($5, 10))
+        on conflict (idempotency_key) do nothing
+        returning id as "id: JobId""#,
+        job.kind,
+        job.payload,
+        job.idempotency_key,
+        job.run_at,
+        job.max_attempts,
     )
-    .bind(&job.kind)
-    .bind(&job.payload)
-    .bind(&job.idempotency_key)
-    .bind(job.run_at)
-    .bind(job.max_attempts)
     .fetch_optional(&mut *conn)
     .await?;
 
     let Some(id) = inserted else {
         // Only a key conflict inserts nothing. This second statement takes a fresh snapshot,
         // so it sees the row that the conflicting transaction committed.
-        let id: i64 = sqlx::query_scalar("select id from jobs where idempotency_key = $1")
-            .bind(&job.idempotency_key)
-            .fetch_one(&mut *conn)
-            .await?;
-        return Ok(Enqueued {
-            id: JobId(id),
-            created: false,
-        });
+        let id = sqlx::query_scalar!(
+            r#"select id as "id: JobId"
+            from jobs
+            where idempotency_key = $1"#,
+            job.idempotency_key,
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        return Ok(Enqueued { id, created: false });
     };
     notify(conn, [job.kind.as_str()]).await?;
-    Ok(Enqueued {
-        id: JobId(id),
-        created: true,
-    })
+    Ok(Enqueued { id, created: true })
 }
 
 /// Enqueues many jobs in one statement on `conn`; returns how many were new (jobs whose
@@ -62,18 +60,20 @@ pub async fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<u6
         jobs.iter().map(|j| j.run_at).collect();
     let max_attempts: Vec<Option<i32>> = jobs.iter().map(|j| j.max_attempts).collect();
 
-    let inserted = sqlx::query(
+    // `as _`: the macros type arrays as owned, non-null elements, and these hold borrowed
+    // values and nulls (the defaults); the explicit casts in the SQL still fix their types.
+    let inserted = sqlx::query!(
         "insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-         select kind, payload, key, coalesce(run_at, now()), coalesce(max_attempts, 10)
-         from unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[], $5::int[])
-              as input(kind, payload, key, run_at, max_attempts)
-         on conflict (idempotency_key) do nothing",
+        select kind, payload, key, coalesce(run_at, now()), coalesce(max_attempts, 10)
+        from unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[], $5::int[])
+            as input(kind, payload, key, run_at, max_attempts)
+        on conflict (idempotency_key) do nothing",
+        &kinds as _,
+        &payloads as _,
+        &keys as _,
+        &run_ats as _,
+        &max_attempts as _,
     )
-    .bind(&kinds)
-    .bind(&payloads)
-    .bind(&keys)
-    .bind(&run_ats)
-    .bind(&max_attempts)
     .execute(&mut *conn)
     .await?
     .rows_affected();
@@ -92,10 +92,13 @@ async fn notify<'a>(
     kinds: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), QueueError> {
     let kinds: Vec<&str> = kinds.into_iter().collect();
-    sqlx::query("select pg_notify($1, kind) from unnest($2::text[]) as kind")
-        .bind(CHANNEL)
-        .bind(&kinds)
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "select pg_notify($1, kind)
+        from unnest($2::text[]) as kind",
+        CHANNEL,
+        &kinds as _,
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }

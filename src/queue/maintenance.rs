@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Queue, QueueError};
+use super::{JobStatus, Queue, QueueError};
 
 /// What one rescue pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,8 +23,8 @@ impl Queue {
     /// completion that lands first always wins.
     pub async fn rescue_expired(&self, batch: usize) -> Result<Rescued, QueueError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-        let statuses: Vec<String> = sqlx::query_scalar(
-            "with expired as (
+        let statuses = sqlx::query_scalar!(
+            r#"with expired as (
                  select id, lease_token, lease_until
                  from jobs
                  where status = 'running'
@@ -48,12 +48,12 @@ impl Queue {
                and jobs.status = 'running'
                and jobs.lease_token = expired.lease_token
                and jobs.lease_until = expired.lease_until
-             returning jobs.status",
+             returning jobs.status as "status: JobStatus""#,
+            batch,
         )
-        .bind(batch)
         .fetch_all(&self.pool)
         .await?;
-        let dead = statuses.iter().filter(|s| *s == "dead").count() as u64;
+        let dead = statuses.iter().filter(|s| **s == JobStatus::Dead).count() as u64;
         Ok(Rescued {
             requeued: statuses.len() as u64 - dead,
             dead,
@@ -64,7 +64,7 @@ impl Queue {
     /// cancelled jobs are kept until a person retries or deletes them.
     pub async fn prune_done(&self, older_than: Duration, batch: usize) -> Result<u64, QueueError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-        let deleted = sqlx::query(
+        let deleted = sqlx::query!(
             "delete from jobs
              where id = any(array(
                  select id
@@ -74,9 +74,9 @@ impl Queue {
                  order by finished_at
                  limit $2
                  for update skip locked))",
+            older_than.as_secs_f64() * 1000.0,
+            batch,
         )
-        .bind(older_than.as_secs_f64() * 1000.0)
-        .bind(batch)
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -48,9 +48,12 @@ pub const MAX_ERROR_CHARS: usize = 4000;
 /// The largest payload the queue accepts. Payloads carry references, not content.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
-/// A job's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A job's identity: the `jobs.id` bigint, in JSON as that number.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+)]
 #[serde(transparent)]
+#[sqlx(transparent)]
 pub struct JobId(pub i64);
 
 impl std::fmt::Display for JobId {
@@ -139,9 +142,11 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// A job's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A job's state, stored in the `text` column `jobs.status` (its check constraint lists the same
+/// five values) and written in JSON as the same lowercase word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobStatus {
     Ready,
     Running,
@@ -169,6 +174,27 @@ impl JobStatus {
             JobStatus::Dead => "dead",
             JobStatus::Cancelled => "cancelled",
         }
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that widths and alignment in format strings apply as they do to text.
+        f.pad(self.as_str())
+    }
+}
+
+/// A status equals its stored word: `job.status == "dead"` reads as it did when rows carried
+/// text.
+impl PartialEq<str> for JobStatus {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for JobStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -200,7 +226,7 @@ pub enum QueueError {
     #[error("job {id} is {status}; {action} needs it to be {needed}")]
     WrongState {
         id: JobId,
-        status: String,
+        status: JobStatus,
         action: &'static str,
         needed: &'static str,
     },

@@ -3,7 +3,7 @@
 
 use sqlx::PgPool;
 
-use super::{JobStatus, QueueError};
+use super::JobStatus;
 
 /// How many jobs of one kind are in one status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,28 +15,15 @@ pub struct JobCount {
 
 /// Jobs by status and kind, ordered by status (as stored) and kind.
 pub async fn count_by_status_and_kind(pool: &PgPool) -> Result<Vec<JobCount>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"select status, kind, count(*) as "jobs!"
+    sqlx::query_as!(
+        JobCount,
+        r#"select status as "status: JobStatus", kind, count(*) as "jobs!"
          from jobs
          group by status, kind
          order by status, kind"#,
     )
     .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            // The column's check constraint admits only the statuses `JobStatus` names.
-            let status = row
-                .status
-                .parse::<JobStatus>()
-                .map_err(|err: QueueError| sqlx::Error::Decode(Box::new(err)))?;
-            Ok(JobCount {
-                status,
-                kind: row.kind,
-                jobs: row.jobs,
-            })
-        })
-        .collect()
+    .await
 }
 
 /// Age in seconds of the oldest `ready` job that is due (a future `run_at` does not count); 0

@@ -34,45 +34,17 @@ pub async fn fire_due(
     now: DateTime<Utc>,
 ) -> Result<FireReport, ScheduleError> {
     let mut tx = pool.begin().await?;
-    let schedule: Option<Schedule> = sqlx::query_as(
-        "select name, cron, timezone, kind, payload, enabled, backfill_secs,
-                last_fired_for, created_at, updated_at
-         from schedules
-         where name = $1
-         for update",
-    )
-    .bind(name)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let schedule = super::store::lock(&mut tx, name).await?;
     let Some(schedule) = schedule.filter(|s| s.enabled) else {
         return Ok(FireReport::default());
     };
-    let spec = schedule.spec()?;
-    let oldest_allowed = now - chrono::Duration::seconds(schedule.backfill_secs);
-    let cursor = schedule.cursor();
-
-    // Everything strictly older than the window is skipped; a firing exactly at its edge runs.
-    let skipped = spec.between(
-        cursor,
-        oldest_allowed - chrono::Duration::milliseconds(1),
-        MAX_SKIPPED_COUNTED,
-    );
-    // Never older than the window, even when more were skipped than are counted: the counted
-    // ones may stop short of the window's edge.
-    let window_start = oldest_allowed - chrono::Duration::milliseconds(1);
-    let start = skipped
-        .last()
-        .copied()
-        .unwrap_or(cursor)
-        .max(cursor)
-        .max(window_start.min(now));
-    let due = spec.between(start, now, MAX_FIRINGS_PER_PASS);
+    let firings = Firings::at(&schedule, now)?;
 
     let mut report = FireReport {
-        skipped: skipped.len(),
+        skipped: firings.skipped.len(),
         ..FireReport::default()
     };
-    for logical in &due {
+    for logical in &firings.due {
         let job = NewJob::new(schedule.kind.clone(), schedule.payload.clone())
             .idempotency_key(firing_key(&schedule.name, *logical));
         let enqueued = queue::enqueue(&mut tx, &job).await?;
@@ -82,20 +54,64 @@ pub async fn fire_due(
     }
     report.backfilled = report.fired.len().saturating_sub(1);
 
-    let new_cursor = due.last().or(skipped.last()).copied();
-    if let Some(new_cursor) = new_cursor {
-        sqlx::query(
+    if let Some(new_cursor) = firings.new_cursor() {
+        sqlx::query!(
             "update schedules
-             set last_fired_for = greatest(coalesce(last_fired_for, $2), $2)
-             where name = $1",
+            set last_fired_for = greatest(coalesce(last_fired_for, $2), $2)
+            where name = $1",
+            schedule.name,
+            new_cursor,
         )
-        .bind(&schedule.name)
-        .bind(new_cursor)
         .execute(&mut *tx)
         .await?;
     }
     tx.commit().await?;
 
+    log_and_count(&schedule, &firings.skipped, &report);
+    Ok(report)
+}
+
+/// The logical times one pass looks at: those to skip (older than the window) and those due.
+struct Firings {
+    skipped: Vec<DateTime<Utc>>,
+    due: Vec<DateTime<Utc>>,
+}
+
+impl Firings {
+    /// `schedule`'s firings after its cursor up to `now`, split at its backfill window.
+    fn at(schedule: &Schedule, now: DateTime<Utc>) -> Result<Self, ScheduleError> {
+        let spec = schedule.spec()?;
+        let oldest_allowed = now - chrono::Duration::seconds(schedule.backfill_secs);
+        let cursor = schedule.cursor();
+
+        // Everything strictly older than the window is skipped; a firing exactly at its edge
+        // runs.
+        let skipped = spec.between(
+            cursor,
+            oldest_allowed - chrono::Duration::milliseconds(1),
+            MAX_SKIPPED_COUNTED,
+        );
+        // Never older than the window, even when more were skipped than are counted: the
+        // counted ones may stop short of the window's edge.
+        let window_start = oldest_allowed - chrono::Duration::milliseconds(1);
+        let start = skipped
+            .last()
+            .copied()
+            .unwrap_or(cursor)
+            .max(cursor)
+            .max(window_start.min(now));
+        let due = spec.between(start, now, MAX_FIRINGS_PER_PASS);
+        Ok(Self { skipped, due })
+    }
+
+    /// Where the cursor moves: the newest firing looked at, due or skipped.
+    fn new_cursor(&self) -> Option<DateTime<Utc>> {
+        self.due.last().or(self.skipped.last()).copied()
+    }
+}
+
+/// Logs what a pass skipped and fired, and counts it in the metrics.
+fn log_and_count(schedule: &Schedule, skipped: &[DateTime<Utc>], report: &FireReport) {
     if let (Some(first), Some(last)) = (skipped.first(), skipped.last()) {
         tracing::warn!(
             schedule = %schedule.name,
@@ -106,12 +122,12 @@ pub async fn fire_due(
             "missed firings older than the backfill window were skipped"
         );
     }
-    if !report.fired.is_empty() {
+    if let Some(newest) = report.fired.last() {
         tracing::info!(
             schedule = %schedule.name,
             fired = report.fired.len(),
             backfilled = report.backfilled,
-            newest = %report.fired[report.fired.len() - 1],
+            newest = %newest,
             "schedule fired"
         );
     }
@@ -119,7 +135,6 @@ pub async fn fire_due(
     metrics.schedule_fired(&schedule.name, report.fired.len() as u64);
     metrics.schedule_backfilled(&schedule.name, report.backfilled as u64);
     metrics.schedule_skipped(&schedule.name, report.skipped as u64);
-    Ok(report)
 }
 
 /// Fires every enabled schedule due at `now`. A schedule that fails is logged and does not
@@ -128,10 +143,14 @@ pub async fn fire_all_due(
     pool: &PgPool,
     now: DateTime<Utc>,
 ) -> Result<Vec<(String, FireReport)>, ScheduleError> {
-    let names: Vec<String> =
-        sqlx::query_scalar("select name from schedules where enabled order by name")
-            .fetch_all(pool)
-            .await?;
+    let names = sqlx::query_scalar!(
+        "select name
+        from schedules
+        where enabled
+        order by name"
+    )
+    .fetch_all(pool)
+    .await?;
     let mut reports = Vec::with_capacity(names.len());
     for name in names {
         match fire_due(pool, &name, now).await {

@@ -92,15 +92,17 @@ impl Scheduler {
         };
         let checked = if self.leader {
             // The session lock holds as long as this connection does; prove it is alive.
-            sqlx::query_scalar::<_, i32>("select 1")
+            sqlx::query_scalar!(r#"select 1 as "alive!""#)
                 .fetch_one(&mut *conn)
                 .await
                 .map(|_| true)
         } else {
-            sqlx::query_scalar::<_, bool>("select pg_try_advisory_lock($1)")
-                .bind(LEADER_LOCK_KEY)
-                .fetch_one(&mut *conn)
-                .await
+            sqlx::query_scalar!(
+                r#"select pg_try_advisory_lock($1) as "locked!""#,
+                LEADER_LOCK_KEY,
+            )
+            .fetch_one(&mut *conn)
+            .await
         };
         match checked {
             Ok(leader) => {

@@ -58,13 +58,16 @@ pub async fn install(
         )));
     }
     let (mut cron, cron_database, target_database) = cron_connection(pool, database_url).await?;
-    let command: String = sqlx::query_scalar(
-        "select format('select docket_fire_schedule(%L, date_trunc(''minute'', now()))', $1::text)",
+    let command = sqlx::query_scalar!(
+        r#"select format('select docket_fire_schedule(%L, date_trunc(''minute'', now()))', $1::text)
+            as "command!""#,
+        schedule.name,
     )
-    .bind(&schedule.name)
     .fetch_one(pool)
     .await?;
     let jobname = job_name(&target_database, &schedule.name);
+    // Runtime SQL: it runs in pg_cron's database, whose `cron` schema the compile-time check
+    // (against docket's database) cannot see.
     let jobid: i64 = sqlx::query_scalar("select cron.schedule_in_database($1, $2, $3, $4)")
         .bind(&jobname)
         .bind(&schedule.cron)
@@ -95,6 +98,8 @@ pub async fn uninstall(
     name: &str,
 ) -> Result<bool, ScheduleError> {
     let (mut cron, _, target_database) = cron_connection(pool, database_url).await?;
+    // Runtime SQL: it runs in pg_cron's database, whose `cron` schema the compile-time check
+    // (against docket's database) cannot see.
     let removed: Option<bool> =
         sqlx::query_scalar("select cron.unschedule(jobid) from cron.job where jobname = $1")
             .bind(job_name(&target_database, name))
@@ -109,13 +114,16 @@ async fn cron_connection(
     pool: &PgPool,
     database_url: &str,
 ) -> Result<(PgConnection, String, String), ScheduleError> {
-    let target_database: String = sqlx::query_scalar("select current_database()")
+    let target_database = sqlx::query_scalar!(r#"select current_database() as "name!""#)
         .fetch_one(pool)
         .await?;
-    let cron_database: Option<String> =
-        sqlx::query_scalar("select setting from pg_settings where name = 'cron.database_name'")
-            .fetch_optional(pool)
-            .await?;
+    let cron_database = sqlx::query_scalar!(
+        r#"select setting as "setting!"
+        from pg_settings
+        where name = 'cron.database_name'"#
+    )
+    .fetch_optional(pool)
+    .await?;
     let Some(cron_database) = cron_database else {
         return Err(ScheduleError::PgCronUnavailable(
             "pg_cron is not installed on this PostgreSQL server: it must be in shared_preload_libraries (with cron.database_name set) and the server restarted; scripts/install-deps.sh does both. The in-app scheduler needs none of this.".into(),
@@ -131,11 +139,16 @@ async fn cron_connection(
                 "cannot connect to pg_cron's database {cron_database:?} with docket's credentials: {err}"
             ))
         })?;
-    let installed: Option<String> =
-        sqlx::query_scalar("select extversion from pg_extension where extname = 'pg_cron'")
-            .fetch_optional(&mut cron)
-            .await?;
+    // Checked against docket's database, run in pg_cron's: the catalog is the same in both.
+    let installed = sqlx::query_scalar!(
+        "select extversion
+        from pg_extension
+        where extname = 'pg_cron'"
+    )
+    .fetch_optional(&mut cron)
+    .await?;
     if installed.is_none() {
+        // Runtime SQL: DDL, which the query macros do not check.
         sqlx::query("create extension if not exists pg_cron")
             .execute(&mut cron)
             .await

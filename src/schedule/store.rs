@@ -5,12 +5,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::{CronSpec, NIGHTLY_REEMBED, Schedule, ScheduleError};
-
-const COLUMNS: &str = "name, cron, timezone, kind, payload, enabled, backfill_secs, \
-     last_fired_for, created_at, updated_at";
 
 /// The smallest backfill window: a firing seen a tick late must still run.
 pub const MIN_BACKFILL_SECS: i64 = 60;
@@ -96,22 +93,43 @@ fn validate(
 
 /// Every schedule, by name.
 pub async fn list(pool: &PgPool) -> Result<Vec<Schedule>, ScheduleError> {
-    Ok(sqlx::query_as::<_, Schedule>(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS} from schedules order by name"
-    )))
+    Ok(schedule_query!(
+        "select " {columns} "
+        from schedules
+        order by name"
+    )
     .fetch_all(pool)
     .await?)
 }
 
 /// One schedule.
 pub async fn get(pool: &PgPool, name: &str) -> Result<Schedule, ScheduleError> {
-    sqlx::query_as::<_, Schedule>(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS} from schedules where name = $1"
-    )))
-    .bind(name)
+    schedule_query!(
+        "select " {columns} "
+        from schedules
+        where name = $1",
+        name,
+    )
     .fetch_optional(pool)
     .await?
     .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))
+}
+
+/// `name`'s row, locked (`for update`) until `conn`'s transaction ends: changes and firings of
+/// one schedule take turns.
+pub(super) async fn lock(
+    conn: &mut PgConnection,
+    name: &str,
+) -> Result<Option<Schedule>, sqlx::Error> {
+    schedule_query!(
+        "select " {columns} "
+        from schedules
+        where name = $1
+        for update",
+        name,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Creates a schedule whose first firing is the first logical time after `now`.
@@ -128,20 +146,20 @@ pub async fn create(
         &new.payload,
         new.backfill_secs,
     )?;
-    sqlx::query_as::<_, Schedule>(sqlx::AssertSqlSafe(format!(
+    schedule_query!(
         "insert into schedules (name, cron, timezone, kind, payload, enabled, backfill_secs, created_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)
-         on conflict (name) do nothing
-         returning {COLUMNS}"
-    )))
-    .bind(&new.name)
-    .bind(new.cron.trim())
-    .bind(&new.timezone)
-    .bind(&new.kind)
-    .bind(&new.payload)
-    .bind(new.enabled)
-    .bind(new.backfill_secs)
-    .bind(now)
+        values ($1, $2, $3, $4, $5, $6, $7, $8)
+        on conflict (name) do nothing
+        returning " {columns} "",
+        new.name,
+        new.cron.trim(),
+        new.timezone,
+        new.kind,
+        new.payload,
+        new.enabled,
+        new.backfill_secs,
+        now,
+    )
     .fetch_optional(pool)
     .await?
     .ok_or_else(|| ScheduleError::Exists(new.name.clone()))
@@ -155,13 +173,9 @@ pub async fn update(
     update: &ScheduleUpdate,
 ) -> Result<Schedule, ScheduleError> {
     let mut tx = pool.begin().await?;
-    let current = sqlx::query_as::<_, Schedule>(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS} from schedules where name = $1 for update"
-    )))
-    .bind(name)
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))?;
+    let current = lock(&mut tx, name)
+        .await?
+        .ok_or_else(|| ScheduleError::NotFound(name.to_owned()))?;
     let cron = update.cron.clone().unwrap_or(current.cron);
     let timezone = update.timezone.clone().unwrap_or(current.timezone);
     let kind = update.kind.clone().unwrap_or(current.kind);
@@ -169,19 +183,19 @@ pub async fn update(
     let enabled = update.enabled.unwrap_or(current.enabled);
     let backfill_secs = update.backfill_secs.unwrap_or(current.backfill_secs);
     validate(name, &cron, &timezone, &kind, &payload, backfill_secs)?;
-    let updated = sqlx::query_as::<_, Schedule>(sqlx::AssertSqlSafe(format!(
+    let updated = schedule_query!(
         "update schedules
-         set cron = $2, timezone = $3, kind = $4, payload = $5, enabled = $6, backfill_secs = $7
-         where name = $1
-         returning {COLUMNS}"
-    )))
-    .bind(name)
-    .bind(cron.trim())
-    .bind(&timezone)
-    .bind(&kind)
-    .bind(&payload)
-    .bind(enabled)
-    .bind(backfill_secs)
+        set cron = $2, timezone = $3, kind = $4, payload = $5, enabled = $6, backfill_secs = $7
+        where name = $1
+        returning " {columns} "",
+        name,
+        cron.trim(),
+        timezone,
+        kind,
+        payload,
+        enabled,
+        backfill_secs,
+    )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -208,29 +222,73 @@ pub async fn set_enabled(
 
 /// Removes a schedule; jobs it already enqueued stay.
 pub async fn remove(pool: &PgPool, name: &str) -> Result<(), ScheduleError> {
-    let deleted = sqlx::query("delete from schedules where name = $1")
-        .bind(name)
-        .execute(pool)
-        .await?
-        .rows_affected();
+    let deleted = sqlx::query!(
+        "delete from schedules
+        where name = $1",
+        name,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
     if deleted == 0 {
         return Err(ScheduleError::NotFound(name.to_owned()));
     }
     Ok(())
 }
 
-/// Creates the built-in schedules that are missing: `nightly-reembed` at 02:00 UTC. An edited
-/// one is left as it is; a removed one comes back at the next start (disable it instead).
-pub async fn ensure_builtin(pool: &PgPool, now: DateTime<Utc>) -> Result<(), ScheduleError> {
-    sqlx::query(
-        "insert into schedules (name, cron, timezone, kind, payload, created_at)
-         values ($1, '0 2 * * *', 'UTC', $2, '{}'::jsonb, $3)
-         on conflict (name) do nothing",
-    )
-    .bind(NIGHTLY_REEMBED)
-    .bind(crate::pipeline::REEMBED_JOB)
-    .bind(now)
-    .execute(pool)
-    .await?;
+/// A schedule the application always has. The schedule module knows no job kinds, so what a
+/// built-in one enqueues comes from the module that runs that kind, through the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltinSchedule {
+    pub name: String,
+    /// Five cron fields, read in UTC.
+    pub cron: String,
+    /// The job kind each firing enqueues, with `payload`.
+    pub kind: String,
+    pub payload: serde_json::Value,
+}
+
+impl BuiltinSchedule {
+    /// [`NIGHTLY_REEMBED`] at 02:00 UTC, enqueueing `kind` (the pipeline's re-embedding job)
+    /// with an empty payload.
+    pub fn nightly_reembed(kind: &str) -> Self {
+        Self {
+            name: NIGHTLY_REEMBED.to_owned(),
+            cron: "0 2 * * *".to_owned(),
+            kind: kind.to_owned(),
+            payload: empty_object(),
+        }
+    }
+}
+
+/// Creates the built-in schedules of `builtins` that are missing, as of `now`. An edited one
+/// is left as it is; a removed one comes back at the next start (disable it instead).
+pub async fn ensure_builtin(
+    pool: &PgPool,
+    builtins: &[BuiltinSchedule],
+    now: DateTime<Utc>,
+) -> Result<(), ScheduleError> {
+    for builtin in builtins {
+        validate(
+            &builtin.name,
+            &builtin.cron,
+            "UTC",
+            &builtin.kind,
+            &builtin.payload,
+            one_day(),
+        )?;
+        sqlx::query!(
+            "insert into schedules (name, cron, timezone, kind, payload, created_at)
+            values ($1, $2, 'UTC', $3, $4, $5)
+            on conflict (name) do nothing",
+            builtin.name,
+            builtin.cron,
+            builtin.kind,
+            builtin.payload,
+            now,
+        )
+        .execute(pool)
+        .await?;
+    }
     Ok(())
 }

@@ -59,16 +59,63 @@ pub(crate) async fn execute(
 ) {
     let Slot { held: slot, gate } = slot;
     let lease = claimed.lease;
-    let job = Job {
-        id: lease.job_id,
+    let job = job_of(claimed);
+    let kind = job.kind.clone();
+    let attempt = job.attempt;
+
+    let outcome = match run_handler(&shared, handler, job, gate).await {
+        Ended::LeaseLost => {
+            tracing::warn!(job = %lease.job_id, %kind, "lease lost while running; handler stopped, result discarded");
+            return;
+        }
+        Ended::HandedBack => {
+            hand_back(&shared, &lease, &kind).await;
+            return;
+        }
+        Ended::Finished(Ok(outcome)) => outcome,
+        Ended::Finished(Err(panic)) => Err(JobError::Retry {
+            error: anyhow::anyhow!("the handler panicked: {}", panic_message(&*panic)),
+            after: None,
+        }),
+    };
+
+    let recorded = match outcome {
+        Ok(Outcome::Complete) => match acknowledge(&shared, &acker, lease, slot, &kind).await {
+            Some(recorded) => recorded,
+            // The completer writes it and frees the slot.
+            None => return,
+        },
+        Ok(Outcome::CompletedInTransaction) => {
+            crate::metrics::global().job_completed(&kind);
+            Ok(())
+        }
+        Err(error) => record_failure(&shared, &lease, &kind, attempt, error).await,
+    };
+    // `slot`, unless the completer took it, is dropped only now: the outcome is written.
+    report(recorded, &lease, &kind);
+}
+
+/// The handler's view of a claimed job.
+fn job_of(claimed: ClaimedJob) -> Job {
+    Job {
+        id: claimed.lease.job_id,
         kind: claimed.kind,
         payload: claimed.payload,
         attempt: claimed.attempt,
         max_attempts: claimed.max_attempts,
-        lease,
-    };
-    let kind = job.kind.clone();
-    let attempt = job.attempt;
+        lease: claimed.lease,
+    }
+}
+
+/// Runs the handler on `job` under its lease until it finishes, the lease is lost, or shutdown
+/// hands jobs back.
+async fn run_handler(
+    shared: &Shared,
+    handler: Arc<HandlerFn>,
+    job: Job,
+    gate: Option<Arc<Semaphore>>,
+) -> Ended {
+    let lease = job.lease;
     let lost = CancellationToken::new();
     shared.inflight.hold(lease, lost.clone());
 
@@ -93,52 +140,62 @@ pub(crate) async fn execute(
         () = shared.hand_back.cancelled() => Ended::HandedBack,
     };
     shared.inflight.drop_lease(&lease);
+    ended
+}
 
-    let outcome = match ended {
-        Ended::LeaseLost => {
-            tracing::warn!(job = %lease.job_id, %kind, "lease lost while running; handler stopped, result discarded");
-            return;
-        }
-        Ended::HandedBack => {
-            hand_back(&shared, &lease, &kind).await;
-            return;
-        }
-        Ended::Finished(Ok(outcome)) => outcome,
-        Ended::Finished(Err(panic)) => Err(JobError::Retry {
-            error: anyhow::anyhow!("the handler panicked: {}", panic_message(&*panic)),
-            after: None,
-        }),
-    };
-
+/// Writes a successful completion: through the batching completer when there is one (which
+/// then frees `slot`), else directly. `None` when the completer took it.
+async fn acknowledge(
+    shared: &Shared,
+    acker: &Acker,
+    lease: Lease,
+    slot: Option<OwnedSemaphorePermit>,
+    kind: &str,
+) -> Option<Result<(), QueueError>> {
     let metrics = crate::metrics::global();
-    let recorded = match outcome {
-        Ok(Outcome::Complete) => match &acker {
-            // The completer outlives every executor; should it be gone, complete directly.
-            Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
-                Ok(()) => {
-                    metrics.job_completed(&kind);
-                    return;
-                }
-                Err(_) => shared.queue.complete(&lease).await,
-            },
-            Acker::Direct => shared.queue.complete(&lease).await,
-        }
-        .inspect(|()| metrics.job_completed(&kind)),
-        Ok(Outcome::CompletedInTransaction) => {
-            metrics.job_completed(&kind);
-            Ok(())
-        }
-        Err(JobError::Retry { error, after }) => {
+    let unsent = match acker {
+        Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
+            Ok(()) => {
+                metrics.job_completed(kind);
+                return None;
+            }
+            // The completer outlives every executor; should it be gone, complete directly,
+            // still holding the slot until that is written.
+            Err(unsent) => Some(unsent),
+        },
+        Acker::Direct => None,
+    };
+    let recorded = shared
+        .queue
+        .complete(&lease)
+        .await
+        .inspect(|()| metrics.job_completed(kind));
+    drop(unsent);
+    Some(recorded)
+}
+
+/// Records a failed attempt as its error asks: a retry with backoff, a wait that spends no
+/// attempt, a hand-back to another process, or `dead`.
+async fn record_failure(
+    shared: &Shared,
+    lease: &Lease,
+    kind: &str,
+    attempt: i32,
+    error: JobError,
+) -> Result<(), QueueError> {
+    let metrics = crate::metrics::global();
+    match error {
+        JobError::Retry { error, after } => {
             let backoff = shared.config.retry_policy.delay(attempt);
             let delay = after.map_or(backoff, |after| after.max(backoff));
             let message = format!("{error:#}");
             shared
                 .queue
-                .retry(&lease, &message, delay, true)
+                .retry(lease, &message, delay, true)
                 .await
                 .inspect(|status| {
                     metrics.job_failed(
-                        &kind,
+                        kind,
                         if *status == JobStatus::Dead {
                             "dead"
                         } else {
@@ -146,33 +203,37 @@ pub(crate) async fn execute(
                         },
                     )
                 })
-                .map(|status| log_retry(&lease, &kind, status, delay, &message))
+                .map(|status| log_retry(lease, kind, status, delay, &message))
         }
-        Err(JobError::RateLimited { reason, after }) => {
+        JobError::RateLimited { reason, after } => {
             tracing::info!(job = %lease.job_id, %kind, wait_ms = after.as_millis() as u64, "rate limited; rescheduled without spending an attempt");
-            metrics.job_failed(&kind, "rate_limited");
+            metrics.job_failed(kind, "rate_limited");
             shared
                 .queue
-                .retry(&lease, &format!("rate limited: {reason}"), after, false)
+                .retry(lease, &format!("rate limited: {reason}"), after, false)
                 .await
                 .map(|_| ())
         }
-        Err(JobError::Elsewhere { reason }) => {
+        JobError::Elsewhere { reason } => {
             tracing::info!(job = %lease.job_id, %kind, %reason, "not runnable in this process; handed back for another");
-            metrics.job_failed(&kind, "elsewhere");
+            metrics.job_failed(kind, "elsewhere");
             shared
                 .queue
-                .retry(&lease, &reason, HAND_BACK_DELAY, false)
+                .retry(lease, &reason, HAND_BACK_DELAY, false)
                 .await
                 .map(|_| ())
         }
-        Err(JobError::Fatal(error)) => {
+        JobError::Fatal(error) => {
             let message = format!("{error:#}");
             tracing::warn!(job = %lease.job_id, %kind, error = %message, "permanent failure; job is dead");
-            metrics.job_failed(&kind, "dead");
-            shared.queue.fail(&lease, &message).await
+            metrics.job_failed(kind, "dead");
+            shared.queue.fail(lease, &message).await
         }
-    };
+    }
+}
+
+/// Logs what became of writing the outcome.
+fn report(recorded: Result<(), QueueError>, lease: &Lease, kind: &str) {
     match recorded {
         Ok(()) => {}
         Err(QueueError::LeaseLost(id)) => {

@@ -87,8 +87,8 @@ impl Registry {
         self
     }
 
-    /// Makes `kind`'s claims skip what `filter` answers (see [`ClaimFilterFn`]); `kind` must be
-    /// registered first.
+    /// Makes `kind`'s claims skip what `filter` answers, asked before every claim so that it
+    /// follows changes; `kind` must be registered first.
     pub fn filter_claims<F, Fut>(&mut self, kind: &str, filter: F) -> &mut Self
     where
         F: Fn() -> Fut + Send + Sync + 'static,

@@ -149,9 +149,16 @@ async fn activating_a_new_version_reembeds_every_document_once_and_search_switch
     );
 
     // The nightly schedule fires at 02:00 UTC and its reembed job enqueues the embed jobs.
-    store::ensure_builtin(&pool, chrono::Utc::now() - chrono::Duration::days(1))
-        .await
-        .expect("built-in schedule");
+    let builtins = [store::BuiltinSchedule::nightly_reembed(
+        docket::pipeline::REEMBED_JOB,
+    )];
+    store::ensure_builtin(
+        &pool,
+        &builtins,
+        chrono::Utc::now() - chrono::Duration::days(1),
+    )
+    .await
+    .expect("built-in schedule");
     let fired = schedule::fire_due(&pool, NIGHTLY_REEMBED, chrono::Utc::now())
         .await
         .expect("fire");
