@@ -41,6 +41,7 @@
 pub mod analysis;
 pub mod app;
 pub mod bench;
+pub mod chunk;
 pub mod cli;
 pub mod config;
 pub mod documents;

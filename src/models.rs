@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use crate::embed::{Embedder, HashEmbedder};
-use crate::pipeline::chunk::ChunkConfig;
+use crate::chunk::ChunkConfig;
 
 /// Everything that changes the vectors, and the name that stands for it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]

@@ -19,7 +19,7 @@ use serde_json::json;
 use unicode_normalization::UnicodeNormalization;
 
 use crate::extract::{self, PdfLimits};
-use crate::pipeline::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
+use crate::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 
 /// Options of `docket bench evidence`.
 #[derive(Debug, clap::Args)]

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::embed::{Embedder, HashEmbedder};
 use crate::extract;
 use crate::models::{self, ModelVersion};
-use crate::pipeline::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
+use crate::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use crate::search::{self, Searcher};
 
 /// Options of `docket bench search`.

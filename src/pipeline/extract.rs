@@ -16,8 +16,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::Pipeline;
-use super::chunk::{Chunk, chunk_pages};
 use crate::analysis::ANALYZER_VERSION;
+use crate::chunk::{Chunk, chunk_pages};
 use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB, EXTRACT_JOB};
 use crate::extract::{self, DocKind, ExtractError, Extracted};
 use crate::queue::{self, NewJob};

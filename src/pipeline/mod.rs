@@ -16,7 +16,6 @@
 //! in the same transaction through the `jobs_settle_document` trigger. Neither lets a job speak for
 //! a document that has moved on (a newer job of the step waits, or it is searchable already).
 
-pub mod chunk;
 mod embed;
 mod extract;
 mod ocr;
@@ -26,13 +25,13 @@ pub use extract::OCR_JOB;
 
 use std::sync::Arc;
 
+use crate::chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 use crate::documents::{EMBED_JOB, EXTRACT_JOB};
 use crate::embed::Embedder;
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
 use crate::queue::PayloadFilter;
 use crate::worker::Registry;
-use chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 
 /// The job kind that enqueues embed jobs for stale documents (see [`reembed`]).
 pub const REEMBED_JOB: &str = "reembed";

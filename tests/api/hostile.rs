@@ -8,7 +8,7 @@ use std::time::Duration;
 use docket::embed::{Embedder, HashEmbedder};
 use docket::extract::PdfLimits;
 use docket::pipeline::Pipeline;
-use docket::pipeline::chunk::ChunkConfig;
+use docket::chunk::ChunkConfig;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use sqlx::PgPool;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use docket::documents::{self, NewDocument};
 use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
-use docket::pipeline::chunk::TokenCounter;
+use docket::chunk::TokenCounter;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::Queue;
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -208,7 +208,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
     let pipeline = Arc::new(Pipeline::new(
         pool.clone(),
         embedder.clone(),
-        docket::pipeline::chunk::ChunkConfig::default(),
+        docket::chunk::ChunkConfig::default(),
         PdfLimits::new(PathBuf::from(env!("CARGO_BIN_EXE_docket"))),
     ));
     pipeline

@@ -8,7 +8,7 @@ use std::time::Duration;
 use docket::documents::{self, NewDocument};
 use docket::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder};
 use docket::models::{self, NewModelVersion};
-use docket::pipeline::chunk::ChunkConfig;
+use docket::chunk::ChunkConfig;
 use docket::pipeline::{Pipeline, PipelineConcurrency, reembed};
 use docket::queue::{NewJob, Queue};
 use docket::schedule::{self, NIGHTLY_REEMBED, store};

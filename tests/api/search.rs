@@ -4,7 +4,7 @@
 
 use docket::embed::{Embedder, HashEmbedder};
 use docket::models::{self, ModelVersion};
-use docket::pipeline::chunk::ChunkConfig;
+use docket::chunk::ChunkConfig;
 use docket::search::Scope;
 use futures::StreamExt;
 use pgvector::Vector;

@@ -11,7 +11,7 @@ use docket::embed::{
 };
 use docket::extract::PdfLimits;
 use docket::http::{self, AppState};
-use docket::pipeline::chunk::ChunkConfig;
+use docket::chunk::ChunkConfig;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::{self, JobId, NewJob, Queue};
 use docket::testkit::embedding_server::EmbeddingServer;
@@ -103,7 +103,7 @@ async fn spawn_api_serving(
 ) -> Api {
     let model = docket::models::ModelVersion::of(
         &embedder,
-        &docket::pipeline::chunk::ChunkConfig::default(),
+        &docket::chunk::ChunkConfig::default(),
     );
     let searcher = docket::search::Searcher::new(pool.clone(), embedder, model);
     spawn_api_searching_with(pool, token, max_upload_bytes, guard, searcher).await

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{DRAIN, INGEST_BACKLOG, window};
 use crate::bench::queue::drain::{EnqueueTally, worker_round};
 use crate::embed::Embedder;
-use crate::pipeline::chunk::ChunkConfig;
+use crate::chunk::ChunkConfig;
 
 pub(super) async fn sleep(time: Duration) -> anyhow::Result<()> {
     tokio::time::sleep(time).await;

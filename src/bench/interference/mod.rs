@@ -34,7 +34,7 @@ use super::queue::report::Setting;
 use super::search::{CHUNKS_PER_DOCUMENT, DIMS, call, corpus, load_document, percentile};
 use crate::embed::{Embedder, HashEmbedder};
 use crate::models::{self, ModelVersion};
-use crate::pipeline::chunk::ChunkConfig;
+use crate::chunk::ChunkConfig;
 use crate::search::Searcher;
 
 /// Options of `docket bench interference`.
