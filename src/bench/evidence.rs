@@ -18,8 +18,8 @@ use anyhow::Context as _;
 use serde_json::json;
 use unicode_normalization::UnicodeNormalization;
 
-use crate::extract::{self, PdfLimits};
 use crate::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
+use crate::extract::{self, PdfLimits};
 
 /// Options of `docket bench evidence`.
 #[derive(Debug, clap::Args)]

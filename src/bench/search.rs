@@ -24,10 +24,10 @@ use rand::{Rng, SeedableRng};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
+use crate::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use crate::embed::{Embedder, HashEmbedder};
 use crate::extract;
 use crate::models::{self, ModelVersion};
-use crate::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use crate::search::{self, Searcher};
 
 /// Options of `docket bench search`.

@@ -40,9 +40,9 @@
 mod builder;
 mod config;
 mod pieces;
-mod tokens;
 #[cfg(test)]
 mod tests;
+mod tokens;
 
 pub use config::{ChunkConfig, MAX_BYTES_PER_TOKEN};
 pub use tokens::{ApproxTokens, TokenCounter};

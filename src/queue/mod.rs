@@ -22,9 +22,11 @@
 //! effects idempotent (unique keys and upserts), which is what makes at-least-once safe.
 
 mod admin;
+pub mod by_payload;
 mod claim;
 mod enqueue;
 mod maintenance;
+pub mod payload;
 mod retry_policy;
 
 pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
