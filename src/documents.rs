@@ -265,7 +265,7 @@ pub async fn embedding_sets(
 
 /// Deletes a document on `conn`; its bytes, chunks, embeddings and sets go with it (foreign
 /// keys cascade). Returns whether it existed. Its jobs are the caller's to cancel in the same
-/// transaction ([`crate::pipeline::delete_document`] does).
+/// transaction (the pipeline's delete does).
 pub async fn delete(conn: &mut PgConnection, id: DocumentId) -> Result<bool, sqlx::Error> {
     let deleted = sqlx::query!(
         "delete from documents

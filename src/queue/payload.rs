@@ -3,7 +3,7 @@
 //! the kind string or the payload's fields.
 //!
 //! The queue still knows no kinds: this is a contract any module can implement for its own
-//! payloads (the pipeline does, for its steps); [`crate::worker::Registry::register_job`]
+//! payloads (the pipeline does, for its steps), and the worker's `Registry::register_job`
 //! registers a handler by payload type.
 
 use serde::Serialize;
