@@ -504,8 +504,8 @@ impl PipelineSettings {
     }
 
     /// Chunking as configured.
-    pub fn chunking(&self) -> crate::pipeline::chunk::ChunkConfig {
-        crate::pipeline::chunk::ChunkConfig {
+    pub fn chunking(&self) -> crate::chunk::ChunkConfig {
+        crate::chunk::ChunkConfig {
             target_tokens: self.chunk_tokens,
             overlap_tokens: self.chunk_overlap,
         }

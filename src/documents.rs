@@ -1,24 +1,30 @@
-//! Documents: the rows people upload, list and delete, and the SQL that reads and writes them.
+//! Documents: the rows people upload, list and delete, and every change of their state.
 //!
 //! An upload writes the document, its bytes and its first job in one transaction
-//! ([`create_with_extract_job`]): either all three exist or none. Identical bytes are one
+//! ([`create_with_first_job`]): either all three exist or none. Identical bytes are one
 //! document (`sha256` is unique), so an upload of known bytes returns the existing row.
+//!
+//! This module is the only writer of a document's row. Its lifecycle is `uploaded` →
+//! `extracting` → `embedding` → `ready`, or `failed` when a step fails for good; a reprocess
+//! starts again at `uploaded`. Each move is a transition here ([`restart`],
+//! [`mark_extracting`], [`mark_embedding`], [`mark_ready`], [`settle_failed_step`]; the OCR
+//! progress through [`start_ocr`], [`record_ocr_progress`] and [`clear_progress`]), run on the
+//! caller's connection or transaction so that it commits with the step's other writes. The one
+//! other writer is the database itself: when a pipeline job ends without speaking for its
+//! document (rescued past its last attempt, cancelled), the `jobs_settle_document` triggers
+//! settle it through the same `docket_settle_failed_step` as [`settle_failed_step`].
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::queue::{self, NewJob, QueueError};
 
-/// The job kind that extracts a document's text.
-pub const EXTRACT_JOB: &str = "extract";
-/// The job kind that embeds a document's chunks under one model version.
-pub const EMBED_JOB: &str = "embed";
-
 /// A document's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
 #[serde(transparent)]
+#[sqlx(transparent)]
 pub struct DocumentId(pub i64);
 
 impl std::fmt::Display for DocumentId {
@@ -28,8 +34,9 @@ impl std::fmt::Display for DocumentId {
 }
 
 /// Where a document is in the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum DocumentStatus {
     Uploaded,
     Extracting,
@@ -39,6 +46,7 @@ pub enum DocumentStatus {
 }
 
 impl DocumentStatus {
+    /// The status as stored and shown.
     pub fn as_str(self) -> &'static str {
         match self {
             DocumentStatus::Uploaded => "uploaded",
@@ -63,16 +71,16 @@ impl DocumentStatus {
     }
 }
 
-/// A document as clients see it (DESIGN.md section 8).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// A document as clients see it: the JSON of `/api/documents` is this struct.
+#[derive(Debug, Clone, Serialize)]
 pub struct Document {
-    pub id: i64,
+    pub id: DocumentId,
     pub filename: String,
     pub content_type: String,
     pub byte_size: i64,
     #[serde(serialize_with = "hex_bytes")]
     pub sha256: Vec<u8>,
-    pub status: String,
+    pub status: DocumentStatus,
     /// `null` or `{ "code", "message" }`: why a step failed.
     pub error: Option<serde_json::Value>,
     pub extractor: Option<String>,
@@ -89,8 +97,21 @@ fn hex_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error
     s.serialize_str(&hex::encode(bytes))
 }
 
-const COLUMNS: &str = "id, filename, content_type, byte_size, sha256, status, error, extractor, \
-     page_count, progress, extract_note, created_at, updated_at";
+/// A checked query of whole [`Document`] rows: `$head`, the columns a `Document` holds, then
+/// `$tail`, with `$arg`s bound. One column list for every statement that returns documents.
+macro_rules! documents_query {
+    ($head:literal, $tail:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query_as!(
+            Document,
+            $head
+                + r#" id as "id: DocumentId", filename, content_type, byte_size, sha256,
+                      status as "status: DocumentStatus", error, extractor, page_count,
+                      progress, extract_note, created_at, updated_at "#
+                + $tail
+            $(, $arg)*
+        )
+    };
+}
 
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {
@@ -106,44 +127,48 @@ pub struct Stored {
     pub duplicate: bool,
 }
 
-/// Stores an upload and enqueues its extraction, in one transaction.
-pub async fn create_with_extract_job(
+/// Stores an upload and enqueues its first job (`first_job` of the new document's id), in one
+/// transaction. The caller names the job: documents know no job kinds.
+pub async fn create_with_first_job(
     pool: &PgPool,
     upload: &NewDocument<'_>,
+    first_job: impl FnOnce(DocumentId) -> Result<NewJob, QueueError>,
 ) -> Result<Stored, QueueError> {
     let sha256 = Sha256::digest(upload.bytes).to_vec();
+    let byte_size = i64::try_from(upload.bytes.len()).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await?;
-    let inserted = sqlx::query_as::<_, Document>(sqlx::AssertSqlSafe(format!(
+    let inserted = documents_query!(
         "insert into documents (filename, content_type, byte_size, sha256)
          values ($1, $2, $3, $4)
          on conflict (sha256) do nothing
-         returning {COLUMNS}"
-    )))
-    .bind(upload.filename)
-    .bind(upload.content_type)
-    .bind(upload.bytes.len() as i64)
-    .bind(&sha256)
+         returning",
+        "",
+        upload.filename,
+        upload.content_type,
+        byte_size,
+        &sha256,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     let Some(document) = inserted else {
         tx.rollback().await?;
-        let existing = sqlx::query_as::<_, Document>(sqlx::AssertSqlSafe(format!(
-            "select {COLUMNS} from documents where sha256 = $1"
-        )))
-        .bind(&sha256)
-        .fetch_one(pool)
-        .await?;
+        let existing = documents_query!("select", "from documents where sha256 = $1", &sha256)
+            .fetch_one(pool)
+            .await?;
         return Ok(Stored {
             document: existing,
             duplicate: true,
         });
     };
-    sqlx::query("insert into document_blobs (document_id, bytes) values ($1, $2)")
-        .bind(document.id)
-        .bind(upload.bytes)
-        .execute(&mut *tx)
-        .await?;
-    enqueue_extract(&mut tx, DocumentId(document.id), "upload").await?;
+    sqlx::query!(
+        "insert into document_blobs (document_id, bytes)
+         values ($1, $2)",
+        document.id.0,
+        upload.bytes,
+    )
+    .execute(&mut *tx)
+    .await?;
+    queue::enqueue(&mut tx, &first_job(document.id)?).await?;
     tx.commit().await?;
     Ok(Stored {
         document,
@@ -151,137 +176,270 @@ pub async fn create_with_extract_job(
     })
 }
 
-/// Enqueues the extraction of a document on `conn`. `reason` makes the idempotency key, so a
-/// double-clicked "reprocess" still runs once per request.
-pub async fn enqueue_extract(
-    conn: &mut PgConnection,
-    id: DocumentId,
-    reason: &str,
-) -> Result<queue::Enqueued, QueueError> {
-    let job = NewJob::new(EXTRACT_JOB, serde_json::json!({ "document_id": id }))
-        .idempotency_key(format!("extract:{id}:{reason}"));
-    queue::enqueue(conn, &job).await
-}
-
 /// One document.
-pub async fn get(pool: &PgPool, id: DocumentId) -> Result<Option<Document>, sqlx::Error> {
-    sqlx::query_as::<_, Document>(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS} from documents where id = $1"
-    )))
-    .bind(id.0)
-    .fetch_optional(pool)
-    .await
+pub async fn get(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+) -> Result<Option<Document>, sqlx::Error> {
+    documents_query!("select", "from documents where id = $1", id.0)
+        .fetch_optional(executor)
+        .await
 }
 
 /// A page of documents, newest first, keyset-paginated by id.
 pub async fn list(
     pool: &PgPool,
     status: Option<DocumentStatus>,
-    before: Option<i64>,
+    before: Option<DocumentId>,
     limit: i64,
 ) -> Result<Vec<Document>, sqlx::Error> {
-    sqlx::query_as::<_, Document>(sqlx::AssertSqlSafe(format!(
-        "select {COLUMNS}
-         from documents
+    documents_query!(
+        "select",
+        "from documents
          where ($1::text is null or status = $1)
            and ($2::bigint is null or id < $2)
          order by id desc
-         limit $3"
-    )))
-    .bind(status.map(DocumentStatus::as_str))
-    .bind(before)
-    .bind(limit)
+         limit $3",
+        status.map(DocumentStatus::as_str),
+        before.map(|id| id.0),
+        limit,
+    )
     .fetch_all(pool)
     .await
 }
 
 /// The original bytes of a document.
 pub async fn bytes(pool: &PgPool, id: DocumentId) -> Result<Option<Vec<u8>>, sqlx::Error> {
-    sqlx::query_scalar("select bytes from document_blobs where document_id = $1")
-        .bind(id.0)
-        .fetch_optional(pool)
-        .await
-}
-
-/// Deletes a document; its bytes, chunks, embeddings and sets go with it (foreign keys
-/// cascade), and its waiting and running pipeline jobs are cancelled in the same transaction, so
-/// a running one loses its lease and stops at its next heartbeat. Returns whether it existed.
-pub async fn delete(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let deleted = sqlx::query("delete from documents where id = $1")
-        .bind(id.0)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    cancel_pipeline_jobs(&mut tx, id, None, "the document was deleted").await?;
-    tx.commit().await?;
-    Ok(deleted == 1)
-}
-
-/// Cancels the document's waiting and running extract and embed jobs, except `keep`, on
-/// `conn`, with `reason` as their last error. A running job's lease is gone with its token, so
-/// its worker's next heartbeat stops the handler and no write of it lands. Returns how many.
-pub async fn cancel_pipeline_jobs(
-    conn: &mut PgConnection,
-    id: DocumentId,
-    keep: Option<queue::JobId>,
-    reason: &str,
-) -> Result<u64, sqlx::Error> {
-    let cancelled = sqlx::query(
-        "update jobs
-         set status = 'cancelled',
-             lease_token = null,
-             lease_until = null,
-             last_error = $3,
-             finished_at = now(),
-             updated_at = now()
-         where payload ? 'document_id'
-           and (payload ->> 'document_id')::bigint = $1
-           and kind in ('extract', 'embed')
-           and status in ('ready', 'running')
-           and ($2::bigint is null or id <> $2)",
+    sqlx::query_scalar!(
+        "select bytes
+         from document_blobs
+         where document_id = $1",
+        id.0
     )
-    .bind(id.0)
-    .bind(keep.map(|job| job.0))
-    .bind(reason)
+    .fetch_optional(pool)
+    .await
+}
+
+/// How many chunks the document's current text has.
+pub async fn chunk_count(pool: &PgPool, id: DocumentId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"select count(*) as "count!"
+           from chunks
+           where document_id = $1"#,
+        id.0
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// A document's vectors under one model version.
+#[derive(Debug, Serialize)]
+pub struct EmbeddingSet {
+    pub model_version: String,
+    pub chunk_count: i32,
+    /// Chunks that have a vector so far; equal to `chunk_count` once complete.
+    pub embedded: i64,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// The document's embedding sets, oldest first.
+pub async fn embedding_sets(
+    pool: &PgPool,
+    id: DocumentId,
+) -> Result<Vec<EmbeddingSet>, sqlx::Error> {
+    sqlx::query_as!(
+        EmbeddingSet,
+        r#"select s.model_version, s.chunk_count,
+                  (select count(*) from embeddings e
+                   where e.document_id = s.document_id and e.model_version = s.model_version)
+                      as "embedded!",
+                  s.completed_at
+           from embedding_sets s
+           where s.document_id = $1
+           order by s.created_at"#,
+        id.0
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes a document on `conn`; its bytes, chunks, embeddings and sets go with it (foreign
+/// keys cascade). Returns whether it existed. Its jobs are the caller's to cancel in the same
+/// transaction (the pipeline's delete does).
+pub async fn delete(conn: &mut PgConnection, id: DocumentId) -> Result<bool, sqlx::Error> {
+    let deleted = sqlx::query!(
+        "delete from documents
+         where id = $1",
+        id.0
+    )
     .execute(conn)
     .await?
     .rows_affected();
-    Ok(cancelled)
+    Ok(deleted == 1)
 }
 
-/// Records that step `step` (an extract or embed job, `job`) failed for good, unless something
-/// else now speaks for the document (see `docket_settle_failed_step` in the hardening
-/// migration): a newer job of the step is waiting, the document moved on, or, for embedding, it
-/// is searchable under some version and becomes `ready` instead. Returns whether it changed.
+/// A reprocess: the document starts again at `uploaded`, its error cleared. Returns whether it
+/// exists.
+pub async fn restart(executor: impl PgExecutor<'_>, id: DocumentId) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query!(
+        "update documents
+         set status = 'uploaded', error = null
+         where id = $1",
+        id.0
+    )
+    .execute(executor)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
+/// Extraction started: `extracting`, any earlier error cleared.
+pub async fn mark_extracting(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update documents
+         set status = 'extracting', error = null
+         where id = $1",
+        id.0
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// What an extraction found, as the document shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Extraction<'a> {
+    /// Which extractor read the text (`pdf`, `html`, `ocr:…`).
+    pub extractor: &'a str,
+    pub page_count: i32,
+    /// Why pages were read by OCR, when some were.
+    pub note: Option<&'a str>,
+}
+
+/// The text is extracted and chunked (in the caller's transaction): `embedding`, with what the
+/// extraction found; any error and OCR progress are cleared. Returns whether the document
+/// still exists.
+pub async fn mark_embedding(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+    extraction: &Extraction<'_>,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query!(
+        "update documents
+         set status = 'embedding', error = null, extractor = $2, page_count = $3,
+             progress = null, extract_note = $4
+         where id = $1",
+        id.0,
+        extraction.extractor,
+        extraction.page_count,
+        extraction.note,
+    )
+    .execute(executor)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
+/// A set is complete (in the caller's transaction): `ready`, any error cleared. Not while a
+/// newer extraction is pending or running (`uploaded`, `extracting`): its chunks replace these,
+/// and the document is ready only once they are embedded.
+pub async fn mark_ready(executor: impl PgExecutor<'_>, id: DocumentId) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update documents
+         set status = 'ready', error = null
+         where id = $1
+           and status in ('embedding', 'ready', 'failed')",
+        id.0
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// Records that step `step` (the kind of job `job`) failed for good, unless something else now
+/// speaks for the document (see `docket_settle_failed_step` in the hardening migration): a
+/// newer job of the step is waiting, the document moved on, or, for embedding, it is searchable
+/// under some version and becomes `ready` instead. Returns whether it changed.
 pub async fn settle_failed_step(
-    pool: &PgPool,
+    executor: impl PgExecutor<'_>,
     id: DocumentId,
     job: queue::JobId,
     step: &str,
     code: &str,
     message: &str,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("select docket_settle_failed_step($1, $2, $3, $4, $5)")
-        .bind(id.0)
-        .bind(job.0)
-        .bind(step)
-        .bind(code)
-        .bind(message)
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar!(
+        r#"select docket_settle_failed_step($1, $2, $3, $4, $5) as "changed!""#,
+        id.0,
+        job.0,
+        step,
+        code,
+        message,
+    )
+    .fetch_one(executor)
+    .await
 }
 
-/// Moves a document to `status`, clearing any earlier error.
-pub async fn set_status(
-    conn: &mut PgConnection,
+/// The document's pages go to OCR (in the caller's transaction): its progress starts at 0 of
+/// `pages`, with `note` saying why. The status stays `extracting`. Returns whether the document
+/// still exists.
+pub async fn start_ocr(
+    executor: impl PgExecutor<'_>,
     id: DocumentId,
-    status: DocumentStatus,
+    pages: i32,
+    note: Option<&str>,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query!(
+        "update documents
+         set progress = jsonb_build_object('step', 'ocr', 'done', 0, 'total', $2::int),
+             extract_note = $3
+         where id = $1",
+        id.0,
+        pages,
+        note,
+    )
+    .execute(executor)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
+/// OCR has read `done` of `total` pages; written only while the document is `extracting`.
+pub async fn record_ocr_progress(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+    done: i32,
+    total: i32,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("update documents set status = $2, error = null where id = $1")
-        .bind(id.0)
-        .bind(status.as_str())
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "update documents
+         set progress = jsonb_build_object('step', 'ocr', 'done', $2::int, 'total', $3::int)
+         where id = $1
+           and status = 'extracting'",
+        id.0,
+        done,
+        total,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// A failed OCR run must not keep showing its progress.
+pub async fn clear_progress(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update documents
+         set progress = null
+         where id = $1",
+        id.0
+    )
+    .execute(executor)
+    .await?;
     Ok(())
 }

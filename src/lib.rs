@@ -12,8 +12,8 @@
 //! | module | role |
 //! | --- | --- |
 //! | [`analysis`] | text → index terms: language detection, stemming and stop words, CJK bigrams (pure) |
-//! | [`chunk`] | text → chunks of a target token count, and the token counting itself (pure) |
 //! | [`extract`] | bytes → pages of text; synchronous, and isolated in a child process for PDFs |
+//! | [`chunk`] | text → chunks of a target token count, and the token counting itself (pure) |
 //! | [`db`] | the connection pool and the migrations |
 //! | [`queue`] | the job queue in PostgreSQL, the only reader and writer of `jobs`: enqueue, claim, complete/retry/dead, rescue, prune. Knows no job kinds |
 //! | [`listen`] | one LISTEN connection that reconnects with backoff (worker wake-ups, page events) |
@@ -24,8 +24,8 @@
 //! | [`documents`] | the document lifecycle, the only writer of `documents.status`; an upload, its bytes and its first job commit together |
 //! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`maintenance`] | the rescuer (expired leases), retention (old finished jobs) and keyword indexing left behind, in every process |
-//! | [`pipeline`] | the job handlers and their payload types: extract (bytes → chunks), OCR, embed (chunks → vectors), reembed; each a checkpoint |
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
+//! | [`pipeline`] | the job handlers and their payload types: extract (bytes → chunks), OCR, embed (chunks → vectors), reembed; each a checkpoint |
 //! | [`http`] | the axum API, server-sent events, health, and the static page |
 //! | [`ingest`] | `docket ingest`: a client of the upload API that sends files and folders in batches |
 //! | [`config`] | the only place that reads the environment: plain settings, validated at start-up |
@@ -49,6 +49,7 @@
 
 pub mod analysis;
 pub mod app;
+pub mod chunk;
 pub mod cli;
 pub mod config;
 pub mod db;

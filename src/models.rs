@@ -12,11 +12,11 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
+use crate::chunk::ChunkConfig;
 use crate::embed::{Embedder, HashEmbedder};
-use crate::pipeline::chunk::ChunkConfig;
 
 /// Everything that changes the vectors, and the name that stands for it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ModelVersion {
     /// `<provider>:<model>:<dims>:c<chunk tokens>o<overlap>`, e.g. `hash:v1:384:c200o30`.
     pub model_version: String,
@@ -88,44 +88,45 @@ pub fn embedder_for(version: &ModelVersion, own: &Embedder) -> Option<Embedder> 
 
 /// Registers `version` (idempotent) and builds its HNSW index if missing.
 pub async fn register(pool: &PgPool, version: &ModelVersion) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "insert into embedding_models
              (model_version, provider, model, dims, chunk_tokens, chunk_overlap)
          values ($1, $2, $3, $4, $5, $6)
          on conflict (model_version) do nothing",
+        version.model_version,
+        version.provider,
+        version.model,
+        version.dims,
+        version.chunk_tokens,
+        version.chunk_overlap,
     )
-    .bind(&version.model_version)
-    .bind(&version.provider)
-    .bind(&version.model)
-    .bind(version.dims)
-    .bind(version.chunk_tokens)
-    .bind(version.chunk_overlap)
     .execute(pool)
     .await?;
 
     let mut conn = pool.acquire().await?;
     // pgvector before 0.8.2 can overflow when building HNSW in parallel: build serially.
-    sqlx::query("set max_parallel_maintenance_workers = 0")
+    sqlx::query!("set max_parallel_maintenance_workers = 0")
         .execute(&mut *conn)
         .await?;
     // DDL takes no bind parameters; PostgreSQL's own format() quotes the identifier (%I) and
     // the literal (%L), so the statement is safe whatever the version's characters.
-    let ddl: String = sqlx::query_scalar(
-        "select format(
-             'create index if not exists %I on embeddings
-              using hnsw ((embedding::vector(%s)) vector_cosine_ops)
-              where model_version = %L',
-             $1::text, $2::int, $3::text)",
+    let ddl = sqlx::query_scalar!(
+        r#"select format(
+               'create index if not exists %I on embeddings
+                using hnsw ((embedding::vector(%s)) vector_cosine_ops)
+                where model_version = %L',
+               $1::text, $2::int, $3::text) as "ddl!""#,
+        version.index_name(),
+        version.dims,
+        version.model_version,
     )
-    .bind(version.index_name())
-    .bind(version.dims)
-    .bind(&version.model_version)
     .fetch_one(&mut *conn)
     .await?;
+    // Built at run time (per model version, above), so it cannot be checked at compile time.
     sqlx::query(sqlx::AssertSqlSafe(ddl))
         .execute(&mut *conn)
         .await?;
-    sqlx::query("reset max_parallel_maintenance_workers")
+    sqlx::query!("reset max_parallel_maintenance_workers")
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -134,46 +135,66 @@ pub async fn register(pool: &PgPool, version: &ModelVersion) -> Result<(), sqlx:
 /// Makes `model_version` the one search uses.
 pub async fn activate(pool: &PgPool, model_version: &str) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    sqlx::query("update embedding_models set active = false where active and model_version <> $1")
-        .bind(model_version)
-        .execute(&mut *tx)
-        .await?;
-    let found = sqlx::query("update embedding_models set active = true where model_version = $1")
-        .bind(model_version)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+    sqlx::query!(
+        "update embedding_models
+         set active = false
+         where active and model_version <> $1",
+        model_version
+    )
+    .execute(&mut *tx)
+    .await?;
+    let found = sqlx::query!(
+        "update embedding_models
+         set active = true
+         where model_version = $1",
+        model_version
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
     Ok(found == 1)
 }
 
 /// The active version, if any.
 pub async fn active(pool: &PgPool) -> Result<Option<ModelVersion>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ModelVersion,
         "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
          from embedding_models
-         where active",
+         where active"
     )
     .fetch_optional(pool)
+    .await
+}
+
+/// Every registered version, in no particular order.
+pub async fn all(pool: &PgPool) -> Result<Vec<ModelVersion>, sqlx::Error> {
+    sqlx::query_as!(
+        ModelVersion,
+        "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
+         from embedding_models"
+    )
+    .fetch_all(pool)
     .await
 }
 
 /// One version, by name.
 pub async fn get(pool: &PgPool, model_version: &str) -> Result<Option<ModelVersion>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ModelVersion,
         "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
          from embedding_models
          where model_version = $1",
+        model_version
     )
-    .bind(model_version)
     .fetch_optional(pool)
     .await
 }
 
 /// A version as people list it: whether it is active and how far its sets have come.
-#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ModelVersionStatus {
-    #[sqlx(flatten)]
     #[serde(flatten)]
     pub version: ModelVersion,
     pub active: bool,
@@ -188,19 +209,37 @@ pub struct ModelVersionStatus {
 
 /// Every version, the active one first, with the progress of its sets.
 pub async fn list(pool: &PgPool) -> Result<Vec<ModelVersionStatus>, sqlx::Error> {
-    sqlx::query_as(
-        "select m.model_version, m.provider, m.model, m.dims, m.chunk_tokens, m.chunk_overlap,
-                m.active, m.created_at,
-                (select count(*) from embedding_sets_complete c
-                 where c.model_version = m.model_version) as documents_complete,
-                (select count(distinct document_id) from chunks) as documents_total,
-                (select count(*) from document_search_versions v
-                 where v.model_version = m.model_version) as documents_searchable
-         from embedding_models m
-         order by m.active desc, m.created_at, m.model_version",
+    let rows = sqlx::query!(
+        r#"select m.model_version, m.provider, m.model, m.dims, m.chunk_tokens, m.chunk_overlap,
+                  m.active, m.created_at,
+                  (select count(*) from embedding_sets_complete c
+                   where c.model_version = m.model_version) as "documents_complete!",
+                  (select count(distinct document_id) from chunks) as "documents_total!",
+                  (select count(*) from document_search_versions v
+                   where v.model_version = m.model_version) as "documents_searchable!"
+           from embedding_models m
+           order by m.active desc, m.created_at, m.model_version"#
     )
     .fetch_all(pool)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ModelVersionStatus {
+            version: ModelVersion {
+                model_version: row.model_version,
+                provider: row.provider,
+                model: row.model,
+                dims: row.dims,
+                chunk_tokens: row.chunk_tokens,
+                chunk_overlap: row.chunk_overlap,
+            },
+            active: row.active,
+            created_at: row.created_at,
+            documents_complete: row.documents_complete,
+            documents_total: row.documents_total,
+            documents_searchable: row.documents_searchable,
+        })
+        .collect())
 }
 
 /// Why a version cannot be added.

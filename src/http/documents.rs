@@ -5,13 +5,15 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{ApiError, database};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::documents::{self, Document, DocumentId, DocumentStatus};
+use crate::pipeline;
+use crate::queue::by_payload;
 
 /// Query of `GET /api/documents`.
 #[derive(Debug, Deserialize)]
@@ -37,70 +39,30 @@ pub async fn list(
         })?),
     };
     let limit = page_limit(query.limit)?;
-    let docs = documents::list(&state.pool, status, query.before, limit)
+    let before = query.before.map(DocumentId);
+    let docs = documents::list(&state.pool, status, before, limit)
         .await
         .map_err(database)?;
-    let next = next_cursor(docs.iter().map(|d| d.id), limit);
+    let next = next_cursor(docs.iter().map(|d| d.id.0), limit);
     Ok(Json(json!({ "documents": docs, "next": next })))
 }
 
-/// A document's vectors under one model version.
-#[derive(Debug, Serialize, sqlx::FromRow)]
-struct EmbeddingSetView {
-    model_version: String,
-    chunk_count: i32,
-    /// Chunks that have a vector so far; equal to `chunk_count` once complete.
-    embedded: i64,
-    completed_at: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-/// A pipeline job of a document, with its error history.
-#[derive(Debug, Serialize, sqlx::FromRow)]
-struct DocumentJobView {
-    id: i64,
-    kind: String,
-    status: String,
-    attempts: i32,
-    max_attempts: i32,
-    last_error: Option<String>,
-    errors: Value,
-}
-
-/// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs.
+/// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs
+/// (every job whose payload names it, with its error history).
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
     let document = find(&state, DocumentId(id)).await?;
-    let chunk_count: i64 = sqlx::query_scalar("select count(*) from chunks where document_id = $1")
-        .bind(id)
-        .fetch_one(&state.pool)
+    let chunk_count = documents::chunk_count(&state.pool, document.id)
         .await
         .map_err(database)?;
-    let sets: Vec<EmbeddingSetView> = sqlx::query_as(
-        "select s.model_version, s.chunk_count,
-                (select count(*) from embeddings e
-                 where e.document_id = s.document_id and e.model_version = s.model_version)
-                    as embedded,
-                s.completed_at
-         from embedding_sets s
-         where s.document_id = $1
-         order by s.created_at",
-    )
-    .bind(id)
-    .fetch_all(&state.pool)
-    .await
-    .map_err(database)?;
-    let jobs: Vec<DocumentJobView> = sqlx::query_as(
-        "select id, kind, status, attempts, max_attempts, last_error, errors
-         from jobs
-         where payload ? 'document_id' and (payload ->> 'document_id')::bigint = $1
-         order by id",
-    )
-    .bind(id)
-    .fetch_all(&state.pool)
-    .await
-    .map_err(database)?;
+    let sets = documents::embedding_sets(&state.pool, document.id)
+        .await
+        .map_err(database)?;
+    let jobs = by_payload::list(&state.pool, "document_id", id)
+        .await
+        .map_err(database)?;
     let mut body = serde_json::to_value(&document).map_err(|e| ApiError::Internal(e.into()))?;
     body["chunk_count"] = json!(chunk_count);
     body["embedding_sets"] = json!(sets);
@@ -161,12 +123,13 @@ fn content_disposition(filename: &str) -> String {
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
 }
 
-/// `DELETE /api/documents/{id}`: the document, its bytes, chunks and vectors.
+/// `DELETE /api/documents/{id}`: the document, its bytes, chunks and vectors; its pipeline
+/// jobs are cancelled.
 pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    if documents::delete(&state.pool, DocumentId(id))
+    if pipeline::delete_document(&state.pool, DocumentId(id))
         .await
         .map_err(database)?
     {
@@ -182,30 +145,9 @@ pub async fn reprocess(
     Path(id): Path<i64>,
 ) -> Result<(StatusCode, Json<Document>), ApiError> {
     let id = DocumentId(id);
-    let mut tx = state.pool.begin().await.map_err(database)?;
-    let updated =
-        sqlx::query("update documents set status = 'uploaded', error = null where id = $1")
-            .bind(id.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(database)?
-            .rows_affected();
-    if updated == 0 {
+    if !pipeline::reprocess(&state.pool, id).await? {
         return Err(not_found(id.0));
     }
-    let reason = format!("reprocess-{}", uuid::Uuid::new_v4().simple());
-    let extract = documents::enqueue_extract(&mut tx, id, &reason).await?;
-    // Jobs still working on the old text would write what the new extraction replaces; they
-    // stop (after the new job exists, so the document is never left without one).
-    documents::cancel_pipeline_jobs(
-        &mut tx,
-        id,
-        Some(extract.id),
-        "superseded: the document is being reprocessed",
-    )
-    .await
-    .map_err(database)?;
-    tx.commit().await.map_err(database)?;
     Ok((StatusCode::ACCEPTED, Json(find(&state, id).await?)))
 }
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 use super::input::Json;
-use crate::documents::{self, Document, NewDocument};
+use crate::documents::{Document, NewDocument};
 use crate::extract::{self, ExtractError};
 
 /// The most files one upload request may carry.
@@ -29,7 +29,7 @@ pub const MAX_FILES: usize = 100;
 /// ingest` sends up to 16 MiB of small files per request by default.
 pub const MIN_REQUEST_BYTES: u64 = 32 << 20;
 
-/// One file's outcome in an upload (DESIGN.md section 8).
+/// One file's outcome in an upload (docs/ARCHITECTURE.md §8).
 #[derive(Debug, Serialize)]
 pub struct UploadResult {
     filename: String,
@@ -191,7 +191,7 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
             return UploadResult::refused(filename, status, err.code(), message);
         }
     };
-    let stored = documents::create_with_extract_job(
+    let stored = crate::pipeline::create_with_extract_job(
         &state.pool,
         &NewDocument {
             filename: &filename,

@@ -16,28 +16,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgvector::Vector;
-use serde::Deserialize;
 
 use super::Pipeline;
-use crate::documents::{self, DocumentId, EMBED_JOB};
-use crate::embed::EmbedError;
+use super::jobs::EmbedJob;
+use crate::documents::{self, DocumentId};
+use crate::embed::{EmbedError, Embedder};
 use crate::queue;
+use crate::queue::payload::JobPayload;
 use crate::worker::{Job, JobError, Outcome, ResultExt};
-
-#[derive(Deserialize)]
-struct Payload {
-    document_id: DocumentId,
-    model_version: String,
-}
 
 /// How long to wait when a provider says "slow down" without saying for how long.
 const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(20);
 
-pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
-    let Payload {
+/// A chunk that has no vector yet under the job's version.
+struct Missing {
+    chunk_index: i32,
+    text: String,
+    content_hash: Vec<u8>,
+}
+
+pub(super) async fn run(
+    pipeline: Arc<Pipeline>,
+    job: Job,
+    EmbedJob {
         document_id,
         model_version,
-    } = job.payload()?;
+    }: EmbedJob,
+) -> Result<Outcome, JobError> {
     let pool = &pipeline.pool;
     let Some(version) = crate::models::get(pool, &model_version).await.retryable()? else {
         return Err(JobError::Fatal(anyhow::anyhow!(
@@ -52,9 +57,53 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
         .embedder_for(&version)
         .map_err(|reason| JobError::Elsewhere { reason })?;
 
-    // Never pay twice for the same text: a chunk whose text already has a vector under this
-    // version (in any document) gets a copy of it.
-    let copied = sqlx::query(
+    let copied = copy_known_vectors(pool, document_id, &model_version)
+        .await
+        .retryable()?;
+    crate::metrics::global().embeddings_reused(&model_version, copied);
+
+    let missing = sqlx::query_as!(
+        Missing,
+        "select c.chunk_index, c.text, c.content_hash
+         from chunks c
+         where c.document_id = $1
+           and not exists (
+               select 1 from embeddings e
+               where e.document_id = c.document_id
+                 and e.model_version = $2
+                 and e.chunk_index = c.chunk_index)
+         order by c.chunk_index",
+        document_id.0,
+        &model_version,
+    )
+    .fetch_all(pool)
+    .await
+    .retryable()?;
+
+    for batch in missing.chunks(embedder.max_batch().max(1)) {
+        let vectors = match embed_batch(&embedder, &model_version, batch).await {
+            Ok(vectors) => vectors,
+            Err(err) => return Err(embedding_failed(&pipeline, &job, document_id, err).await),
+        };
+        write_batch(pool, document_id, &model_version, batch, &vectors).await?;
+    }
+
+    let outcome = complete_set(&pipeline, &job, document_id, &model_version).await?;
+    if let Some(chunks) = outcome {
+        tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), copied, %model_version, "embedded");
+        return Ok(Outcome::CompletedInTransaction);
+    }
+    Ok(Outcome::Complete)
+}
+
+/// Never pay twice for the same text: a chunk whose text already has a vector under this
+/// version (in any document) gets a copy of it. Returns how many were copied.
+async fn copy_known_vectors(
+    pool: &sqlx::PgPool,
+    document_id: DocumentId,
+    model_version: &str,
+) -> Result<u64, sqlx::Error> {
+    let copied = sqlx::query!(
         "insert into embeddings (document_id, model_version, chunk_index, embedding)
          select c.document_id, $2, c.chunk_index, source.embedding
          from chunks c
@@ -74,119 +123,127 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
                  and x.model_version = $2
                  and x.chunk_index = c.chunk_index)
          on conflict (document_id, model_version, chunk_index) do nothing",
+        document_id.0,
+        model_version,
     )
-    .bind(document_id.0)
-    .bind(&model_version)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(copied)
+}
+
+/// One provider call for a batch of chunks, repeated text sent once; the vectors come back in
+/// the batch's order. Every call is counted in the metrics with its outcome.
+async fn embed_batch(
+    embedder: &Embedder,
+    model_version: &str,
+    batch: &[Missing],
+) -> Result<Vec<Vector>, EmbedError> {
+    let mut texts: Vec<String> = Vec::with_capacity(batch.len());
+    let mut slots: Vec<usize> = Vec::with_capacity(batch.len());
+    for chunk in batch {
+        let slot = match texts.iter().position(|t| *t == chunk.text) {
+            Some(slot) => slot,
+            None => {
+                texts.push(chunk.text.clone());
+                texts.len() - 1
+            }
+        };
+        slots.push(slot);
+    }
+    let started = std::time::Instant::now();
+    let result = embedder.embed(&texts).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(err) if err.is_rate_limited() => "rate_limited",
+        Err(err) => err.code(),
+    };
+    crate::metrics::global().embedding_call(model_version, outcome, started.elapsed());
+    let unique = result?;
+    Ok(slots
+        .iter()
+        .filter_map(|slot| unique.get(*slot))
+        .map(|v| Vector::from(v.clone()))
+        .collect())
+}
+
+/// A checkpoint per batch: a crash after this point does not pay for these again. Fenced by
+/// content hash: a vector lands only on a chunk that still holds the text it was made from, so
+/// a reprocess that replaced the chunks meanwhile never receives the old text's vectors under
+/// the new chunks' indexes; then the job stops paying for stale text and starts over.
+async fn write_batch(
+    pool: &sqlx::PgPool,
+    document_id: DocumentId,
+    model_version: &str,
+    batch: &[Missing],
+    vectors: &[Vector],
+) -> Result<(), JobError> {
+    let indexes: Vec<i32> = batch.iter().map(|chunk| chunk.chunk_index).collect();
+    let hashes: Vec<&[u8]> = batch
+        .iter()
+        .map(|chunk| chunk.content_hash.as_slice())
+        .collect();
+    let written = sqlx::query!(
+        "insert into embeddings (document_id, model_version, chunk_index, embedding)
+         select $1, $2, input.chunk_index, input.embedding
+         from unnest($3::int[], $4::vector[], $5::bytea[])
+              as input(chunk_index, embedding, content_hash)
+         join chunks c
+           on c.document_id = $1
+          and c.chunk_index = input.chunk_index
+          and c.content_hash = input.content_hash
+         on conflict (document_id, model_version, chunk_index)
+         do update set embedding = excluded.embedding",
+        document_id.0,
+        model_version,
+        &indexes,
+        // pgvector's type is not one the query macros know: bound as it is, unchecked.
+        vectors as _,
+        &hashes as &[&[u8]],
+    )
     .execute(pool)
     .await
     .retryable()?
     .rows_affected();
-    crate::metrics::global().embeddings_reused(&model_version, copied);
-
-    let missing: Vec<(i32, String, Vec<u8>)> = sqlx::query_as(
-        "select c.chunk_index, c.text, c.content_hash
-         from chunks c
-         where c.document_id = $1
-           and not exists (
-               select 1 from embeddings e
-               where e.document_id = c.document_id
-                 and e.model_version = $2
-                 and e.chunk_index = c.chunk_index)
-         order by c.chunk_index",
-    )
-    .bind(document_id.0)
-    .bind(&model_version)
-    .fetch_all(pool)
-    .await
-    .retryable()?;
-
-    for batch in missing.chunks(embedder.max_batch().max(1)) {
-        // Repeated text within a batch is sent once.
-        let mut texts: Vec<String> = Vec::with_capacity(batch.len());
-        let mut slots: Vec<usize> = Vec::with_capacity(batch.len());
-        for (_, text, _) in batch {
-            let slot = match texts.iter().position(|t| t == text) {
-                Some(slot) => slot,
-                None => {
-                    texts.push(text.clone());
-                    texts.len() - 1
-                }
-            };
-            slots.push(slot);
-        }
-        let started = std::time::Instant::now();
-        let result = embedder.embed(&texts).await;
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(err) if err.is_rate_limited() => "rate_limited",
-            Err(err) => err.code(),
-        };
-        crate::metrics::global().embedding_call(&model_version, outcome, started.elapsed());
-        let unique = match result {
-            Ok(vectors) => vectors,
-            Err(err) => return Err(embedding_failed(&pipeline, &job, document_id, err).await),
-        };
-        let indexes: Vec<i32> = batch.iter().map(|(index, _, _)| *index).collect();
-        let hashes: Vec<&[u8]> = batch.iter().map(|(_, _, hash)| hash.as_slice()).collect();
-        let vectors: Vec<Vector> = slots
-            .iter()
-            .filter_map(|slot| unique.get(*slot))
-            .map(|v| Vector::from(v.clone()))
-            .collect();
-        // A checkpoint per batch: a crash after this point does not pay for these again.
-        // Fenced by content hash: a vector lands only on a chunk that still holds the text it
-        // was made from, so a reprocess that replaced the chunks meanwhile never receives the
-        // old text's vectors under the new chunks' indexes.
-        let written = sqlx::query(
-            "insert into embeddings (document_id, model_version, chunk_index, embedding)
-             select $1, $2, input.chunk_index, input.embedding
-             from unnest($3::int[], $4::vector[], $5::bytea[])
-                  as input(chunk_index, embedding, content_hash)
-             join chunks c
-               on c.document_id = $1
-              and c.chunk_index = input.chunk_index
-              and c.content_hash = input.content_hash
-             on conflict (document_id, model_version, chunk_index)
-             do update set embedding = excluded.embedding",
-        )
-        .bind(document_id.0)
-        .bind(&model_version)
-        .bind(&indexes)
-        .bind(&vectors)
-        .bind(&hashes)
-        .execute(pool)
-        .await
-        .retryable()?
-        .rows_affected();
-        if written < indexes.len() as u64 {
-            // The text changed under us: stop paying for stale text and start over.
-            return Err(JobError::Retry {
-                error: anyhow::anyhow!(
-                    "the chunks changed while embedding ({written} of {} vectors still matched their text)",
-                    indexes.len()
-                ),
-                after: Some(Duration::from_secs(1)),
-            });
-        }
+    if written < indexes.len() as u64 {
+        return Err(JobError::Retry {
+            error: anyhow::anyhow!(
+                "the chunks changed while embedding ({written} of {} vectors still matched their text)",
+                indexes.len()
+            ),
+            after: Some(Duration::from_secs(1)),
+        });
     }
+    Ok(())
+}
 
-    let mut tx = pool.begin().await.retryable()?;
-    let counts: Option<(i64, i64)> = sqlx::query_as(
-        "select
-             (select count(*) from chunks where document_id = $1),
-             (select count(*) from embeddings where document_id = $1 and model_version = $2)
-         from documents
-         where id = $1",
+/// Ends the job once every chunk has a vector: the set row, the document's `ready` status and
+/// this job's completion, in one transaction. Returns the chunk count, or `None` when the
+/// document was deleted meanwhile (nothing to do).
+async fn complete_set(
+    pipeline: &Pipeline,
+    job: &Job,
+    document_id: DocumentId,
+    model_version: &str,
+) -> Result<Option<i64>, JobError> {
+    let mut tx = pipeline.pool.begin().await.retryable()?;
+    let counts = sqlx::query!(
+        r#"select
+               (select count(*) from chunks where document_id = $1) as "chunks!",
+               (select count(*) from embeddings where document_id = $1 and model_version = $2)
+                   as "embedded!"
+           from documents
+           where id = $1"#,
+        document_id.0,
+        model_version,
     )
-    .bind(document_id.0)
-    .bind(&model_version)
     .fetch_optional(&mut *tx)
     .await
     .retryable()?;
-    let Some((chunks, embedded)) = counts else {
-        // The document was deleted meanwhile.
-        return Ok(Outcome::Complete);
+    let Some(counts) = counts else {
+        return Ok(None);
     };
+    let (chunks, embedded) = (counts.chunks, counts.embedded);
     if chunks != embedded {
         // The chunks changed under us (a reprocess); this job's view is stale, try again.
         return Err(JobError::Retry {
@@ -196,34 +253,24 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
             after: Some(Duration::from_secs(1)),
         });
     }
-    sqlx::query(
+    sqlx::query!(
         "insert into embedding_sets (document_id, model_version, chunk_count, completed_at)
          values ($1, $2, $3, now())
          on conflict (document_id, model_version)
          do update set chunk_count = excluded.chunk_count, completed_at = excluded.completed_at",
+        document_id.0,
+        model_version,
+        i32::try_from(chunks).unwrap_or(i32::MAX),
     )
-    .bind(document_id.0)
-    .bind(&model_version)
-    .bind(i32::try_from(chunks).unwrap_or(i32::MAX))
     .execute(&mut *tx)
     .await
     .retryable()?;
-    // Not while a newer extraction is pending or running: its chunks replace these, and the
-    // document is ready only once they are embedded.
-    sqlx::query(
-        "update documents
-         set status = 'ready', error = null
-         where id = $1
-           and status in ('embedding', 'ready', 'failed')",
-    )
-    .bind(document_id.0)
-    .execute(&mut *tx)
-    .await
-    .retryable()?;
+    documents::mark_ready(&mut *tx, document_id)
+        .await
+        .retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
-    tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), copied, %model_version, "embedded");
-    Ok(Outcome::CompletedInTransaction)
+    Ok(Some(chunks))
 }
 
 /// Maps a provider failure to the job's fate; permanent ones also fail the document.
@@ -249,7 +296,7 @@ async fn embedding_failed(
         &pipeline.pool,
         id,
         job.id,
-        EMBED_JOB,
+        EmbedJob::KIND,
         err.code(),
         &err.to_string(),
     )

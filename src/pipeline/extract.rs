@@ -13,27 +13,22 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::Pipeline;
-use super::chunk::{Chunk, chunk_pages};
+use super::jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob};
 use crate::analysis::ANALYZER_VERSION;
-use crate::documents::{self, DocumentId, DocumentStatus, EMBED_JOB, EXTRACT_JOB};
-use crate::extract::{self, DocKind, ExtractError, Extracted};
+use crate::chunk::{Chunk, chunk_pages};
+use crate::documents::{self, DocumentId, Extraction};
+use crate::extract::{self, DocKind, ExtractError, Extracted, Page};
+use crate::queue::payload::JobPayload;
 use crate::queue::{self, NewJob};
 use crate::search::index::{self, ChunkTerms};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
-/// The job kind that reads a document's pages with OCR.
-pub const OCR_JOB: &str = "ocr";
-
-#[derive(Deserialize)]
-pub(super) struct Payload {
-    pub document_id: DocumentId,
-}
-
-pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
-    let Payload { document_id } = job.payload()?;
+pub(super) async fn run(
+    pipeline: Arc<Pipeline>,
+    job: Job,
+    ExtractJob { document_id }: ExtractJob,
+) -> Result<Outcome, JobError> {
     let pool = &pipeline.pool;
     let Some(document) = documents::get(pool, document_id).await.retryable()? else {
         tracing::info!(document = %document_id, "document deleted before extraction; nothing to do");
@@ -42,11 +37,9 @@ pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, Jo
     let Some(bytes) = documents::bytes(pool, document_id).await.retryable()? else {
         return Ok(Outcome::Complete);
     };
-    let mut conn = pool.acquire().await.retryable()?;
-    documents::set_status(&mut conn, document_id, DocumentStatus::Extracting)
+    documents::mark_extracting(pool, document_id)
         .await
         .retryable()?;
-    drop(conn);
 
     // PDFs run in child processes that are killed at their own deadline; everything else is
     // parsed in this process, under the same deadline.
@@ -94,25 +87,16 @@ async fn hand_to_ocr(
     extracted: &Extracted,
 ) -> Result<Outcome, JobError> {
     let total = extracted.unreadable.len();
+    let pages = i32::try_from(total).unwrap_or(i32::MAX);
     let mut tx = pipeline.pool.begin().await.retryable()?;
-    let still_there = sqlx::query(
-        "update documents
-         set progress = jsonb_build_object('step', 'ocr', 'done', 0, 'total', $2::int),
-             extract_note = $3
-         where id = $1",
-    )
-    .bind(document_id.0)
-    .bind(i32::try_from(total).unwrap_or(i32::MAX))
-    .bind(extracted.note())
-    .execute(&mut *tx)
-    .await
-    .retryable()?
-    .rows_affected();
-    if still_there == 0 {
+    let note = extracted.note();
+    let still_there = documents::start_ocr(&mut *tx, document_id, pages, note.as_deref())
+        .await
+        .retryable()?;
+    if !still_there {
         return Ok(Outcome::Complete);
     }
-    let ocr = NewJob::new(OCR_JOB, serde_json::json!({ "document_id": document_id }))
-        .idempotency_key(format!("ocr:{document_id}:{}", job.id));
+    let ocr = NewJob::of(&OcrJob { document_id }, &job.id).fatal()?;
     queue::enqueue(&mut tx, &ocr).await.retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
@@ -128,15 +112,42 @@ pub(super) async fn finish(
     document_id: DocumentId,
     extracted: Extracted,
 ) -> Result<Outcome, JobError> {
-    let pool = &pipeline.pool;
-    let deadline = pipeline.pdf.timeout;
-    let chunking = pipeline.chunking;
     let label = extracted.label();
     let note = extracted.note();
-    let pages = extracted.pages;
-    let page_count = i32::try_from(pages.len()).unwrap_or(i32::MAX);
+    let page_count = i32::try_from(extracted.pages.len()).unwrap_or(i32::MAX);
+    let (chunks, terms) = match chunk_and_analyse(pipeline, extracted.pages).await? {
+        Some(chunked) => chunked,
+        None => return Err(failed(pipeline, job, document_id, &ExtractError::Timeout).await),
+    };
+    if chunks.is_empty() {
+        return Err(failed(pipeline, job, document_id, &ExtractError::NoText).await);
+    }
+    let extraction = Extraction {
+        extractor: &label,
+        page_count,
+        note: note.as_deref(),
+    };
+    let outcome = checkpoint(pipeline, job, document_id, &extraction, &chunks, &terms).await?;
+    if outcome == Outcome::CompletedInTransaction {
+        tracing::info!(
+            document = %document_id,
+            pages = page_count,
+            chunks = chunks.len(),
+            extractor = %label,
+            "extracted"
+        );
+    }
+    Ok(outcome)
+}
+
+/// Chunks the pages and analyses each chunk's keywords, off the async threads (it is CPU
+/// work), within the extraction deadline; `None` when the deadline passed.
+async fn chunk_and_analyse(
+    pipeline: &Pipeline,
+    pages: Vec<Page>,
+) -> Result<Option<(Vec<Chunk>, Vec<ChunkTerms>)>, JobError> {
+    let chunking = pipeline.chunking;
     let tokens = pipeline.tokens.clone();
-    // Chunking and the keyword analysis of each chunk are CPU work: off the async threads.
     let work = tokio::task::spawn_blocking(move || {
         let chunks = chunk_pages(&pages, &chunking, &*tokens);
         let terms: Vec<ChunkTerms> = chunks
@@ -147,62 +158,54 @@ pub(super) async fn finish(
     });
     // A thread cannot be killed, so the job stops waiting; chunking is linear in the text and
     // bounded by the extractors' output, so the thread ends soon after.
-    let (chunks, terms) = match tokio::time::timeout(deadline, work).await {
-        Ok(joined) => joined.retryable()?,
-        Err(_) => return Err(failed(pipeline, job, document_id, &ExtractError::Timeout).await),
-    };
-    if chunks.is_empty() {
-        return Err(failed(pipeline, job, document_id, &ExtractError::NoText).await);
+    match tokio::time::timeout(pipeline.pdf.timeout, work).await {
+        Ok(joined) => joined.retryable().map(Some),
+        Err(_) => Ok(None),
     }
+}
 
-    // The checkpoint: chunks, status, the next job and this job's completion, all or nothing.
-    let mut tx = pool.begin().await.retryable()?;
-    sqlx::query("delete from chunks where document_id = $1")
-        .bind(document_id.0)
-        .execute(&mut *tx)
-        .await
-        .retryable()?;
-    index::forget(&mut tx, document_id.0).await.retryable()?;
-    insert_chunks(&mut tx, document_id, &chunks, &terms)
-        .await
-        .retryable()?;
-    index::write(&mut tx, document_id.0, &terms)
-        .await
-        .retryable()?;
-    let still_there = sqlx::query(
-        "update documents
-         set status = 'embedding', error = null, extractor = $2, page_count = $3,
-             progress = null, extract_note = $4
-         where id = $1",
+/// The checkpoint: the chunks and their keyword postings replace the old ones, the document
+/// moves to `embedding`, its embed job is enqueued and this job completes, in one transaction.
+/// A document deleted meanwhile ends the job with nothing written.
+async fn checkpoint(
+    pipeline: &Pipeline,
+    job: &Job,
+    document_id: DocumentId,
+    extraction: &Extraction<'_>,
+    chunks: &[Chunk],
+    terms: &[ChunkTerms],
+) -> Result<Outcome, JobError> {
+    let mut tx = pipeline.pool.begin().await.retryable()?;
+    sqlx::query!(
+        "delete from chunks
+         where document_id = $1",
+        document_id.0
     )
-    .bind(document_id.0)
-    .bind(&label)
-    .bind(page_count)
-    .bind(&note)
     .execute(&mut *tx)
     .await
-    .retryable()?
-    .rows_affected();
-    if still_there == 0 {
+    .retryable()?;
+    index::forget(&mut tx, document_id.0).await.retryable()?;
+    insert_chunks(&mut tx, document_id, chunks, terms)
+        .await
+        .retryable()?;
+    index::write(&mut tx, document_id.0, terms)
+        .await
+        .retryable()?;
+    let still_there = documents::mark_embedding(&mut *tx, document_id, extraction)
+        .await
+        .retryable()?;
+    if !still_there {
         // Deleted while we extracted: the chunks' foreign key would have failed anyway.
         return Ok(Outcome::Complete);
     }
-    let model_version = &pipeline.model.model_version;
-    let embed = NewJob::new(
-        EMBED_JOB,
-        serde_json::json!({ "document_id": document_id, "model_version": model_version }),
-    )
-    .idempotency_key(format!("embed:{document_id}:{model_version}:{}", job.id));
+    let embed = EmbedJob {
+        document_id,
+        model_version: pipeline.model.model_version.clone(),
+    };
+    let embed = NewJob::of(&embed, &EmbedCause::Extracted(job.id)).fatal()?;
     queue::enqueue(&mut tx, &embed).await.retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
-    tracing::info!(
-        document = %document_id,
-        pages = page_count,
-        chunks = chunks.len(),
-        extractor = %label,
-        "extracted"
-    );
     Ok(Outcome::CompletedInTransaction)
 }
 
@@ -221,11 +224,7 @@ pub(super) async fn failed(
         };
     }
     // A failed OCR run must not keep showing its progress.
-    if let Err(db) = sqlx::query("update documents set progress = null where id = $1")
-        .bind(id.0)
-        .execute(&pipeline.pool)
-        .await
-    {
+    if let Err(db) = documents::clear_progress(&pipeline.pool, id).await {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("clearing the OCR progress"),
             after: None,
@@ -236,7 +235,7 @@ pub(super) async fn failed(
         &pipeline.pool,
         id,
         job.id,
-        EXTRACT_JOB,
+        ExtractJob::KIND,
         err.code(),
         &err.to_string(),
     )
@@ -266,22 +265,23 @@ async fn insert_chunks(
         let hashes: Vec<&[u8]> = batch.iter().map(|c| c.content_hash.as_slice()).collect();
         let languages: Vec<&str> = analysed.iter().map(|t| t.language.code()).collect();
         let term_counts: Vec<i32> = analysed.iter().map(|t| t.term_count).collect();
-        sqlx::query(
+        sqlx::query!(
             "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash,
                                  language, term_count, analyzer)
              select $1, u.*, $9
              from unnest($2::int[], $3::int[], $4::text[], $5::int[], $6::bytea[], $7::text[],
                          $8::int[]) as u",
+            id.0,
+            &indexes,
+            &pages,
+            // Borrowed arrays: the macros expect owned elements, which would copy every chunk.
+            &texts as &[&str],
+            &tokens,
+            &hashes as &[&[u8]],
+            &languages as &[&str],
+            &term_counts,
+            ANALYZER_VERSION,
         )
-        .bind(id.0)
-        .bind(&indexes)
-        .bind(&pages)
-        .bind(&texts)
-        .bind(&tokens)
-        .bind(&hashes)
-        .bind(&languages)
-        .bind(&term_counts)
-        .bind(ANALYZER_VERSION)
         .execute(&mut *conn)
         .await?;
     }

@@ -10,32 +10,44 @@
 //!
 //! No transaction stays open across an extraction or an embedding call.
 //!
+//! The pipeline owns its job kinds as payload types ([`ExtractJob`], [`OcrJob`], [`EmbedJob`],
+//! [`ReembedJob`]: kind, payload and idempotency key in one place), registered with the worker
+//! by type. Documents enter through [`create_with_extract_job`] and restart or leave through
+//! [`reprocess`] and [`delete_document`], which cancel the jobs still working on the old text.
+//! A document's status moves only through the transitions of [`crate::documents`].
+//!
 //! A document never shows a step in progress after that step's job ended: a handler that fails
-//! for good records its readable reason ([`documents::settle_failed_step`]), and every other end
+//! for good records its readable reason ([`crate::documents::settle_failed_step`]), and every other end
 //! (rescued past its last attempt, cancelled, a panic on the last attempt) settles the document
 //! in the same transaction through the `jobs_settle_document` trigger. Neither lets a job speak for
 //! a document that has moved on (a newer job of the step waits, or it is searchable already).
 
-pub mod chunk;
 mod embed;
 mod extract;
+mod intake;
+mod jobs;
 mod ocr;
 pub mod reembed;
 
-pub use extract::OCR_JOB;
+pub use intake::{create_with_extract_job, delete_document, reprocess};
+pub use jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
 
 use std::sync::Arc;
 
-use crate::documents::{EMBED_JOB, EXTRACT_JOB};
+use crate::chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 use crate::embed::Embedder;
 use crate::extract::PdfLimits;
 use crate::models::ModelVersion;
 use crate::queue::PayloadFilter;
+use crate::queue::payload::JobPayload;
 use crate::worker::Registry;
-use chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 
-/// The job kind that enqueues embed jobs for stale documents (see [`reembed`]).
-pub const REEMBED_JOB: &str = "reembed";
+/// The job kind that enqueues embed jobs for stale documents (see [`reembed`]); the built-in
+/// nightly schedule names it.
+pub const REEMBED_JOB: &str = ReembedJob::KIND;
+
+/// The job kind that reads a document's pages with OCR.
+pub const OCR_JOB: &str = OcrJob::KIND;
 
 /// What the pipeline's handlers need.
 pub struct Pipeline {
@@ -130,13 +142,8 @@ impl Pipeline {
     /// The registered model versions this process cannot embed under: their embed jobs are left
     /// to processes that can (mixed fleets are normal during a model switch).
     async fn embed_claim_filter(&self) -> anyhow::Result<Option<PayloadFilter>> {
-        let versions: Vec<ModelVersion> = sqlx::query_as(
-            "select model_version, provider, model, dims, chunk_tokens, chunk_overlap
-             from embedding_models",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let skipped: Vec<String> = versions
+        let skipped: Vec<String> = crate::models::all(&self.pool)
+            .await?
             .into_iter()
             .filter(|version| self.embedder_for(version).is_err())
             .map(|version| version.model_version)
@@ -150,29 +157,25 @@ impl Pipeline {
     /// Adds the pipeline's handlers to `registry`.
     pub fn register(self: &Arc<Self>, registry: &mut Registry, concurrency: PipelineConcurrency) {
         let pipeline = self.clone();
-        registry.register(EXTRACT_JOB, concurrency.extract, move |job| {
-            let pipeline = pipeline.clone();
-            async move { extract::run(pipeline, job).await }
+        registry.register_job(concurrency.extract, move |job, payload: ExtractJob| {
+            extract::run(pipeline.clone(), job, payload)
         });
         let pipeline = self.clone();
-        registry.register(OCR_JOB, self.ocr_concurrency, move |job| {
-            let pipeline = pipeline.clone();
-            async move { ocr::run(pipeline, job).await }
+        registry.register_job(self.ocr_concurrency, move |job, payload: OcrJob| {
+            ocr::run(pipeline.clone(), job, payload)
         });
         let pipeline = self.clone();
-        registry.register(EMBED_JOB, concurrency.embed, move |job| {
-            let pipeline = pipeline.clone();
-            async move { embed::run(pipeline, job).await }
+        registry.register_job(concurrency.embed, move |job, payload: EmbedJob| {
+            embed::run(pipeline.clone(), job, payload)
         });
         let pipeline = self.clone();
-        registry.filter_claims(EMBED_JOB, move || {
+        registry.filter_claims(EmbedJob::KIND, move || {
             let pipeline = pipeline.clone();
             async move { pipeline.embed_claim_filter().await }
         });
         let pipeline = self.clone();
-        registry.register(REEMBED_JOB, 1, move |job| {
-            let pipeline = pipeline.clone();
-            async move { reembed::run(pipeline, job).await }
+        registry.register_job(1, move |job, payload: ReembedJob| {
+            reembed::run(pipeline.clone(), job, payload)
         });
     }
 }

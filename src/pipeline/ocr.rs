@@ -3,7 +3,7 @@
 //! the extract step does ([`super::extract::finish`]).
 //!
 //! The text layer is extracted again rather than carried over: it takes a fraction of the
-//! OCR's time, and it keeps payloads to references (DESIGN.md §2). After every page the
+//! OCR's time, and it keeps payloads to references (docs/ARCHITECTURE.md §4). After every page the
 //! document's `progress` (`{"step":"ocr","done":3,"total":10}`) is written, outside any
 //! transaction and only ever forward, so the page can show how far a long scan got; the
 //! checkpoint clears it.
@@ -11,13 +11,17 @@
 use std::sync::Arc;
 
 use super::Pipeline;
-use super::extract::{Payload, failed, finish};
+use super::extract::{failed, finish};
+use super::jobs::OcrJob;
 use crate::documents::{self, DocumentId};
 use crate::extract;
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
-pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
-    let Payload { document_id } = job.payload()?;
+pub(super) async fn run(
+    pipeline: Arc<Pipeline>,
+    job: Job,
+    OcrJob { document_id }: OcrJob,
+) -> Result<Outcome, JobError> {
     let pool = &pipeline.pool;
     let Some(document) = documents::get(pool, document_id).await.retryable()? else {
         return Ok(Outcome::Complete);
@@ -65,15 +69,12 @@ async fn write_progress(
 ) {
     while receiver.changed().await.is_ok() {
         let (done, total) = *receiver.borrow_and_update();
-        let written = sqlx::query(
-            "update documents
-             set progress = jsonb_build_object('step', 'ocr', 'done', $2::int, 'total', $3::int)
-             where id = $1 and status = 'extracting'",
+        let written = documents::record_ocr_progress(
+            &pool,
+            id,
+            i32::try_from(done).unwrap_or(i32::MAX),
+            i32::try_from(total).unwrap_or(i32::MAX),
         )
-        .bind(id.0)
-        .bind(i32::try_from(done).unwrap_or(i32::MAX))
-        .bind(i32::try_from(total).unwrap_or(i32::MAX))
-        .execute(&pool)
         .await;
         if let Err(err) = written {
             tracing::debug!(document = %id, error = %err, "could not record OCR progress");

@@ -11,26 +11,22 @@
 //! no vector under the version whose text has no vector anywhere under it (those are copied, not
 //! sent; see the embed step), and their estimated tokens.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::PgPool;
 
 use super::Pipeline;
-use crate::documents::EMBED_JOB;
-use crate::queue::{self, NewJob};
+use super::jobs::{EmbedCause, EmbedJob, ReembedJob};
+use crate::documents::DocumentId;
+use crate::queue::payload::JobPayload;
+use crate::queue::{self, NewJob, by_payload};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
 /// Documents looked at per batch (one statement and one transaction each).
 const BATCH: i64 = 500;
-
-/// A reembed job's payload: everything optional.
-#[derive(Debug, Default, Deserialize)]
-struct Payload {
-    /// The version to bring up to date; the active one when absent.
-    model_version: Option<String>,
-}
 
 /// What a reembed run would do, or did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -43,19 +39,31 @@ pub struct ReembedPlan {
     pub tokens: i64,
 }
 
-/// Documents that need embedding under `$1`: they have chunks, are not being extracted, and
-/// have no complete set under the version.
-const STALE: &str = "
-    select d.id
-    from documents d
-    where d.status not in ('uploaded', 'extracting')
-      and exists (select 1 from chunks c where c.document_id = d.id)
-      and not exists (
-          select 1 from embedding_sets_complete s
-          where s.document_id = d.id and s.model_version = $1)";
+/// A checked query that starts with the `stale` relation, the documents that need embedding
+/// under `$1` (they have chunks, are not being extracted, and have no complete set under the
+/// version), and goes on with `$rest`; one definition for the run and its plan.
+macro_rules! query_with_stale {
+    ($rest:literal $(, $arg:expr)* $(,)?) => {
+        sqlx::query!(
+            "with stale as (
+                 select d.id
+                 from documents d
+                 where d.status not in ('uploaded', 'extracting')
+                   and exists (select 1 from chunks c where c.document_id = d.id)
+                   and not exists (
+                       select 1 from embedding_sets_complete s
+                       where s.document_id = d.id and s.model_version = $1))
+             " + $rest
+            $(, $arg)*
+        )
+    };
+}
 
-pub(super) async fn run(pipeline: Arc<Pipeline>, job: Job) -> Result<Outcome, JobError> {
-    let payload: Payload = job.payload()?;
+pub(super) async fn run(
+    pipeline: Arc<Pipeline>,
+    _job: Job,
+    payload: ReembedJob,
+) -> Result<Outcome, JobError> {
     let pool = &pipeline.pool;
     let version = match payload.model_version {
         Some(version) => Some(version),
@@ -86,40 +94,53 @@ pub async fn enqueue_stale(
     let mut after = 0i64;
     let mut created = 0u64;
     loop {
-        let batch: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "select stale.id,
-                    (select md5(string_agg(encode(c.content_hash, 'hex'), ',' order by c.chunk_index))
-                     from chunks c where c.document_id = stale.id)
-             from ({STALE}) stale
-             where stale.id > $2
-               and not exists (
-                   select 1 from jobs j
-                   where j.kind = 'embed'
-                     and j.status in ('ready', 'running')
-                     and (j.payload ->> 'document_id')::bigint = stale.id
-                     and j.payload ->> 'model_version' = $1)
-             order by stale.id
-             limit $3"
-        )))
-        .bind(model_version)
-        .bind(after)
-        .bind(BATCH)
+        let batch = query_with_stale!(
+            r#"select stale.id as "id!",
+                      (select md5(string_agg(encode(c.content_hash, 'hex'), ',' order by c.chunk_index))
+                       from chunks c where c.document_id = stale.id) as "digest!"
+               from stale
+               where stale.id > $2
+               order by stale.id
+               limit $3"#,
+            model_version,
+            after,
+            BATCH,
+        )
         .fetch_all(pool)
         .await?;
-        let Some((last, _)) = batch.last() else {
+        let Some(last) = batch.last() else {
             return Ok(created);
         };
-        after = *last;
-        let jobs: Vec<NewJob> = batch
+        after = last.id;
+        // Documents that already have an embed job waiting or running for the version are
+        // passed over: that job brings them up to date.
+        let ids: Vec<i64> = batch.iter().map(|stale| stale.id).collect();
+        let pending: HashSet<i64> = by_payload::pending_among(
+            pool,
+            EmbedJob::KIND,
+            "document_id",
+            &ids,
+            "model_version",
+            model_version,
+        )
+        .await?
+        .into_iter()
+        .collect();
+        let jobs = batch
             .iter()
-            .map(|(id, digest)| {
-                NewJob::new(
-                    EMBED_JOB,
-                    serde_json::json!({ "document_id": id, "model_version": model_version }),
-                )
-                .idempotency_key(format!("reembed:{model_version}:{id}:{digest}:{day}"))
+            .filter(|stale| !pending.contains(&stale.id))
+            .map(|stale| {
+                let embed = EmbedJob {
+                    document_id: DocumentId(stale.id),
+                    model_version: model_version.to_owned(),
+                };
+                let cause = EmbedCause::Reembed {
+                    chunks: stale.digest.clone(),
+                    day: day.clone(),
+                };
+                NewJob::of(&embed, &cause)
             })
-            .collect();
+            .collect::<Result<Vec<NewJob>, _>>()?;
         let mut tx = pool.begin().await?;
         created += queue::enqueue_many(&mut tx, &jobs).await?;
         tx.commit().await?;
@@ -131,10 +152,8 @@ pub async fn enqueue_stale(
 
 /// What a reembed run under `model_version` would send now.
 pub async fn plan(pool: &PgPool, model_version: &str) -> Result<ReembedPlan, sqlx::Error> {
-    let (documents, chunks, tokens): (i64, i64, i64) =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "with stale as ({STALE}),
-         missing as (
+    let plan = query_with_stale!(
+        r#", missing as (
              select c.content_hash, c.token_count
              from chunks c
              join stale on stale.id = c.document_id
@@ -153,18 +172,18 @@ pub async fn plan(pool: &PgPool, model_version: &str) -> Result<ReembedPlan, sql
                   and e.chunk_index = o.chunk_index
                   and e.model_version = $1
                  where o.content_hash = m.content_hash))
-         select (select count(*) from stale),
-                count(*),
-                coalesce(sum(token_count), 0)::bigint
-         from to_send"
-        )))
-        .bind(model_version)
-        .fetch_one(pool)
-        .await?;
+         select (select count(*) from stale) as "documents!",
+                count(*) as "chunks!",
+                coalesce(sum(token_count), 0)::bigint as "tokens!"
+         from to_send"#,
+        model_version,
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(ReembedPlan {
-        documents,
-        chunks,
-        tokens,
+        documents: plan.documents,
+        chunks: plan.chunks,
+        tokens: plan.tokens,
     })
 }
 

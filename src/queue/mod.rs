@@ -3,7 +3,7 @@
 //! The queue knows no job kinds: a job is a `kind`, a small JSON `payload` of references and an
 //! optional idempotency key. What it guarantees:
 //!
-//! - **Transactional enqueue** ([`enqueue`], [`enqueue_many`]): jobs are written on the caller's
+//! - **Transactional enqueue** ([`enqueue()`], [`enqueue_many()`]): jobs are written on the caller's
 //!   connection, inside the caller's transaction, with a `NOTIFY` on [`CHANNEL`] that PostgreSQL
 //!   delivers only at commit. An idempotency key turns a second enqueue of the same work into a
 //!   no-op that returns the existing job.
@@ -22,9 +22,11 @@
 //! effects idempotent (unique keys and upserts), which is what makes at-least-once safe.
 
 mod admin;
+pub mod by_payload;
 mod claim;
 mod enqueue;
 mod maintenance;
+pub mod payload;
 mod retry_policy;
 pub mod stats;
 

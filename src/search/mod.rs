@@ -228,7 +228,7 @@ struct Candidate {
     document_id: i64,
     chunk_index: i32,
     score: f64,
-    /// The position in [`Plan::routes`] of the version whose vector matched, if one did.
+    /// The position in [`vector::Plan::routes`] of the version whose vector matched, if one did.
     route: Option<usize>,
 }
 

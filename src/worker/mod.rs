@@ -26,6 +26,7 @@ mod job;
 mod listener;
 mod producer;
 mod registry;
+mod typed;
 
 pub use job::{Job, JobError, Outcome, ResultExt};
 pub use registry::Registry;

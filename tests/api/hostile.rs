@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
 use docket::extract::PdfLimits;
 use docket::pipeline::Pipeline;
-use docket::pipeline::chunk::ChunkConfig;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use sqlx::PgPool;

@@ -1,7 +1,8 @@
 //! Ranked keyword search end to end: natural questions against real documents, through the
 //! real pipeline (upload, extraction, keyword indexing) or the background indexer, and the API.
 
-use docket::documents::{self, NewDocument};
+use docket::documents::NewDocument;
+use docket::pipeline;
 use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -88,7 +89,7 @@ async fn a_korean_question_finds_its_passage_by_keywords_despite_other_word_endi
 async fn a_japanese_question_without_spaces_finds_its_passage_by_keywords(pool: PgPool) {
     register_active(&pool).await;
     let pipeline = hash_pipeline(&pool).await;
-    let document = documents::create_with_extract_job(
+    let document = pipeline::create_with_extract_job(
         &pool,
         &NewDocument {
             filename: "cjk-shift_jis.txt",
@@ -106,7 +107,7 @@ async fn a_japanese_question_without_spaces_finds_its_passage_by_keywords(pool: 
     let (status, body) = get(&api, &format!("q={}&mode=text&k=5", q(question))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let top = &hits(&body)[0];
-    assert_eq!(top["document_id"], document.id);
+    assert_eq!(top["document_id"], document.id.0);
     assert!(
         text_of(top).contains("必要な機能は拡張モジュールとして追加する"),
         "{body}"

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 /// The product crate's modules, from the bottom up: each may use only those before it.
 const LAYERS: &[&str] = &[
     "analysis",
-    "chunk",
     "extract",
+    "chunk",
     "db",
     "queue",
     "listen",
@@ -19,8 +19,8 @@ const LAYERS: &[&str] = &[
     "documents",
     "search",
     "maintenance",
-    "pipeline",
     "schedule",
+    "pipeline",
     "http",
     "ingest",
     "config",

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use docket::documents::{self, NewDocument};
+use docket::chunk::TokenCounter;
+use docket::documents::NewDocument;
 use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
-use docket::pipeline::chunk::TokenCounter;
-use docket::pipeline::{Pipeline, PipelineConcurrency};
+use docket::pipeline::{self, Pipeline, PipelineConcurrency};
 use docket::queue::Queue;
 use docket::worker::{Registry, Worker, WorkerConfig};
 use sqlx::PgPool;
@@ -208,7 +208,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
     let pipeline = Arc::new(Pipeline::new(
         pool.clone(),
         embedder.clone(),
-        docket::pipeline::chunk::ChunkConfig::default(),
+        docket::chunk::ChunkConfig::default(),
         PdfLimits::new(PathBuf::from(env!("CARGO_BIN_EXE_docket"))),
     ));
     pipeline
@@ -219,7 +219,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
     for (path, content_type) in DOCUMENTS {
         let bytes = std::fs::read(format!("{}/fixtures/{path}", env!("CARGO_MANIFEST_DIR")))
             .expect("read fixture");
-        let stored = documents::create_with_extract_job(
+        let stored = pipeline::create_with_extract_job(
             &pool,
             &NewDocument {
                 filename: path,
@@ -229,7 +229,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
         )
         .await
         .expect("store");
-        ids.push((path, stored.document.id));
+        ids.push((path, stored.document.id.0));
     }
     let mut registry = Registry::new();
     pipeline.register(

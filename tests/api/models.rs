@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket::documents::{self, NewDocument};
+use docket::chunk::ChunkConfig;
+use docket::documents::NewDocument;
 use docket::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder};
 use docket::models::{self, NewModelVersion};
-use docket::pipeline::chunk::ChunkConfig;
-use docket::pipeline::{Pipeline, PipelineConcurrency, reembed};
+use docket::pipeline::{self, Pipeline, PipelineConcurrency, reembed};
 use docket::queue::{NewJob, Queue};
 use docket::schedule::{self, NIGHTLY_REEMBED, store};
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -53,7 +53,7 @@ fn worker(pool: &PgPool, pipeline: &Arc<Pipeline>) -> Worker {
 }
 
 async fn upload(pool: &PgPool, name: &str, text: &str) -> i64 {
-    documents::create_with_extract_job(
+    pipeline::create_with_extract_job(
         pool,
         &NewDocument {
             filename: name,
@@ -65,6 +65,7 @@ async fn upload(pool: &PgPool, name: &str, text: &str) -> i64 {
     .expect("upload")
     .document
     .id
+    .0
 }
 
 /// document id → the version search reads it under.

@@ -448,7 +448,7 @@ async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
         .await
         .expect("pause replay");
     assert!(
-        docket::documents::delete(&pool, docket::documents::DocumentId(deleted))
+        docket::pipeline::delete_document(&pool, docket::documents::DocumentId(deleted))
             .await
             .expect("delete")
     );

@@ -2,9 +2,9 @@
 //! modes, the HNSW index really used, filtered recall, error answers, `/api/info`, and the
 //! live event stream.
 
+use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
 use docket::models::{self, ModelVersion};
-use docket::pipeline::chunk::ChunkConfig;
 use docket::search::Scope;
 use futures::StreamExt;
 use pgvector::Vector;

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket::chunk::ChunkConfig;
 use docket::embed::{
     Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
     RateLimits,
 };
 use docket::extract::PdfLimits;
 use docket::http::{self, AppState};
-use docket::pipeline::chunk::ChunkConfig;
 use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::{self, JobId, NewJob, Queue};
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -101,10 +101,7 @@ async fn spawn_api_serving(
     guard: http::Guard,
     embedder: Embedder,
 ) -> Api {
-    let model = docket::models::ModelVersion::of(
-        &embedder,
-        &docket::pipeline::chunk::ChunkConfig::default(),
-    );
+    let model = docket::models::ModelVersion::of(&embedder, &docket::chunk::ChunkConfig::default());
     let searcher = docket::search::Searcher::new(pool.clone(), embedder, model);
     spawn_api_searching_with(pool, token, max_upload_bytes, guard, searcher).await
 }

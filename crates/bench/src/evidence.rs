@@ -18,8 +18,8 @@ use anyhow::Context as _;
 use serde_json::json;
 use unicode_normalization::UnicodeNormalization;
 
+use docket::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use docket::extract::{self, PdfLimits};
-use docket::pipeline::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 
 /// Options of `docket bench evidence`.
 #[derive(Debug, clap::Args)]

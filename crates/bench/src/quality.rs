@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use docket::config::PipelineSettings;
-use docket::documents::{self, NewDocument};
+use docket::documents::NewDocument;
 use docket::search::{self, Fusion, Mode, SearchRequest, Searcher};
 use docket::worker::{Worker, WorkerConfig};
 
@@ -265,7 +265,7 @@ async fn ingest(
             .file_name()
             .and_then(|n| n.to_str())
             .context("a file name that is not UTF-8")?;
-        documents::create_with_extract_job(
+        docket::pipeline::create_with_extract_job(
             pool,
             &NewDocument {
                 filename,

@@ -24,10 +24,10 @@ use rand::{Rng, SeedableRng};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
+use docket::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use docket::embed::{Embedder, HashEmbedder};
 use docket::extract;
 use docket::models::{self, ModelVersion};
-use docket::pipeline::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
 use docket::search::{self, Searcher};
 
 /// Options of `docket bench search`.

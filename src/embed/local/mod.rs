@@ -29,7 +29,7 @@ use candle_core::Device;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::{EmbedError, Purpose};
-use crate::pipeline::chunk::TokenCounter;
+use crate::chunk::TokenCounter;
 
 mod bert;
 
@@ -321,7 +321,7 @@ impl TokenCounter for LocalTokens {
         match self.inner.counter.encode_fast(text, false) {
             Ok(encoding) => encoding.get_ids().len(),
             // The tokenizer fails on no UTF-8 input we know of; the estimate keeps chunking going.
-            Err(_) => crate::pipeline::chunk::ApproxTokens.count(text),
+            Err(_) => crate::chunk::ApproxTokens.count(text),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! list, put together to about 30 and about 250 tokens, each text starting at a different
 //! sentence so no two are alike.
 
-use docket::pipeline::chunk::TokenCounter;
+use docket::chunk::TokenCounter;
 
 const TEXTS_PER_LENGTH: usize = 64;
 const SHORT_TOKENS: usize = 30;

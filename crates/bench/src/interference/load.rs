@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{DRAIN, INGEST_BACKLOG, window};
 use crate::queue::drain::{EnqueueTally, worker_round};
+use docket::chunk::ChunkConfig;
 use docket::embed::Embedder;
-use docket::pipeline::chunk::ChunkConfig;
 
 pub(super) async fn sleep(time: Duration) -> anyhow::Result<()> {
     tokio::time::sleep(time).await;
@@ -119,7 +119,7 @@ pub(super) fn ingest(
                         content_type: "text/plain",
                         bytes: text.as_bytes(),
                     };
-                    docket::documents::create_with_extract_job(&pool, &upload).await?;
+                    docket::pipeline::create_with_extract_job(&pool, &upload).await?;
                 }
             }
             let ready = ready_documents(&pool).await? - ready_before;

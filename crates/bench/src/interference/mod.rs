@@ -9,7 +9,7 @@
 //! 2. **queue**: the queue drains no-op jobs at full speed ([`super::queue`]'s worker round,
 //!    4 claim streams × batch 10, its headline setting), round after round, enqueue included;
 //! 3. **ingest**: documents are uploaded as fast as the pipeline takes them (the upload's own
-//!    transaction, [`docket::documents::create_with_extract_job`]) and the real pipeline's
+//!    transaction, [`docket::pipeline::create_with_extract_job`]) and the real pipeline's
 //!    handlers extract, chunk, index and embed them (with the hashing embedder, so the load is
 //!    the database's share of ingestion, not a model's CPU).
 //!
@@ -32,9 +32,9 @@ use report::{ReplicaFigures, Report, replicas};
 
 use super::queue::report::Setting;
 use super::search::{CHUNKS_PER_DOCUMENT, DIMS, call, corpus, load_document, percentile};
+use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
 use docket::models::{self, ModelVersion};
-use docket::pipeline::chunk::ChunkConfig;
 use docket::search::Searcher;
 
 /// Options of `docket bench interference`.

@@ -1,6 +1,6 @@
 //! `docket bench pipeline`: the embedding path, upload → extract → chunk → embed → ready.
 //!
-//! docket runs in this process ([`App`](docket::app::App) on 127.0.0.1:0, real workers) against a scratch
+//! docket runs in this process ([`App`](::docket::app::App) on 127.0.0.1:0, real workers) against a scratch
 //! database `docket_bench_pipeline` created on DATABASE_URL's server and dropped afterwards;
 //! documents go in over HTTP through the same client as `docket ingest`; vectors come from the
 //! test embedding server ([`docket_testkit::embedding_server`]) on loopback.

@@ -1,0 +1,80 @@
+//! Where documents enter and leave the pipeline: an upload commits with its extract job, a
+//! reprocess starts the document again and stops the jobs still working on its old text, and a
+//! delete stops its jobs with it. Each is one transaction.
+
+use sqlx::{PgConnection, PgPool};
+
+use super::jobs::{EmbedJob, ExtractJob};
+use crate::documents::{self, DocumentId, NewDocument, Stored};
+use crate::queue::payload::JobPayload;
+use crate::queue::{self, JobId, NewJob, QueueError, by_payload};
+
+/// The steps that work on a document's current text: a reprocess or a delete cancels their
+/// jobs. (An OCR job finds the document gone, or hands over to an extraction the reprocess has
+/// already superseded.)
+const TEXT_STEPS: [&str; 2] = [ExtractJob::KIND, EmbedJob::KIND];
+
+/// Stores an upload and enqueues its extraction, in one transaction (see
+/// [`documents::create_with_first_job`]).
+pub async fn create_with_extract_job(
+    pool: &PgPool,
+    upload: &NewDocument<'_>,
+) -> Result<Stored, QueueError> {
+    documents::create_with_first_job(pool, upload, |document_id| {
+        NewJob::of(&ExtractJob { document_id }, "upload")
+    })
+    .await
+}
+
+/// Enqueues the extraction of a document on `conn`. `reason` makes the idempotency key, so a
+/// double-clicked "reprocess" still runs once per request.
+async fn enqueue_extract(
+    conn: &mut PgConnection,
+    document_id: DocumentId,
+    reason: &str,
+) -> Result<queue::Enqueued, QueueError> {
+    queue::enqueue(conn, &NewJob::of(&ExtractJob { document_id }, reason)?).await
+}
+
+/// Extracts and embeds a document again from its original bytes: it goes back to `uploaded`
+/// with a new extract job, and the jobs still working on the old text are cancelled (after the
+/// new job exists, so the document is never left without one). Returns whether it exists.
+pub async fn reprocess(pool: &PgPool, id: DocumentId) -> Result<bool, QueueError> {
+    let mut tx = pool.begin().await?;
+    if !documents::restart(&mut *tx, id).await? {
+        return Ok(false);
+    }
+    let reason = format!("reprocess-{}", uuid::Uuid::new_v4().simple());
+    let extract = enqueue_extract(&mut tx, id, &reason).await?;
+    cancel_pipeline_jobs(
+        &mut tx,
+        id,
+        Some(extract.id),
+        "superseded: the document is being reprocessed",
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Deletes a document; its bytes, chunks, embeddings and sets go with it (foreign keys
+/// cascade), and its waiting and running pipeline jobs are cancelled in the same transaction, so
+/// a running one loses its lease and stops at its next heartbeat. Returns whether it existed.
+pub async fn delete_document(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let deleted = documents::delete(&mut tx, id).await?;
+    cancel_pipeline_jobs(&mut tx, id, None, "the document was deleted").await?;
+    tx.commit().await?;
+    Ok(deleted)
+}
+
+/// Cancels the document's waiting and running extract and embed jobs, except `keep`, on
+/// `conn`, with `reason` as their last error. Returns how many.
+async fn cancel_pipeline_jobs(
+    conn: &mut PgConnection,
+    id: DocumentId,
+    keep: Option<JobId>,
+    reason: &str,
+) -> Result<u64, sqlx::Error> {
+    by_payload::cancel(conn, &TEXT_STEPS, "document_id", id.0, keep, reason).await
+}

@@ -1,0 +1,127 @@
+//! Jobs found by what their payload names, for the module that owns what is named: the jobs
+//! of one document, say, listed on its page, cancelled when it is deleted, or looked for before
+//! more are enqueued. Those modules ask here rather than reading `jobs` themselves.
+//!
+//! The queue still knows no kinds and no payload fields: callers pass both. A field is named by
+//! its key (`document_id`) and holds an integer, as a payload's references do; the statements
+//! compare `(payload ->> key)::bigint`, the expression the `jobs` indexes on payload references
+//! are built on.
+
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor};
+
+use super::{JobId, JobStatus};
+
+/// A job as listed under what its payload names, with its error history.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedJob {
+    pub id: JobId,
+    pub kind: String,
+    pub status: JobStatus,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub last_error: Option<String>,
+    /// One `{ "attempt", "at", "error" }` object per failed attempt, oldest first.
+    pub errors: serde_json::Value,
+}
+
+/// Every job whose payload holds `id` under `key`, of any kind and status, oldest first.
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    key: &str,
+    id: i64,
+) -> Result<Vec<NamedJob>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "select id, kind, status, attempts, max_attempts, last_error, errors
+         from jobs
+         where payload ? $1
+           and (payload ->> $1)::bigint = $2
+         order by id",
+        key,
+        id,
+    )
+    .fetch_all(executor)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(NamedJob {
+                id: JobId(row.id),
+                kind: row.kind,
+                status: row
+                    .status
+                    .parse()
+                    .map_err(|err| sqlx::Error::Decode(Box::new(err)))?,
+                attempts: row.attempts,
+                max_attempts: row.max_attempts,
+                last_error: row.last_error,
+                errors: row.errors,
+            })
+        })
+        .collect()
+}
+
+/// Cancels the waiting and running jobs of `kinds` whose payload holds `id` under `key`,
+/// except `keep`, on `conn`, with `reason` as their last error. A running job's lease goes with
+/// its token, so its worker's next heartbeat stops the handler and no write of it lands.
+/// Returns how many were cancelled.
+pub async fn cancel(
+    conn: &mut PgConnection,
+    kinds: &[&str],
+    key: &str,
+    id: i64,
+    keep: Option<JobId>,
+    reason: &str,
+) -> Result<u64, sqlx::Error> {
+    let kinds: Vec<String> = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+    let cancelled = sqlx::query!(
+        "update jobs
+         set status = 'cancelled',
+             lease_token = null,
+             lease_until = null,
+             last_error = $5,
+             finished_at = now(),
+             updated_at = now()
+         where payload ? $1
+           and (payload ->> $1)::bigint = $2
+           and kind = any($3)
+           and status in ('ready', 'running')
+           and ($4::bigint is null or id <> $4)",
+        key,
+        id,
+        &kinds,
+        keep.map(|job| job.0),
+        reason,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(cancelled)
+}
+
+/// Which of `ids` have a waiting or running job of `kind` whose payload holds the id under
+/// `key` and the text `value` under `text_key` (an embed job of a document under a model
+/// version, say). In no particular order.
+pub async fn pending_among(
+    executor: impl PgExecutor<'_>,
+    kind: &str,
+    key: &str,
+    ids: &[i64],
+    text_key: &str,
+    value: &str,
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"select distinct (payload ->> $2)::bigint as "id!"
+           from jobs
+           where kind = $1
+             and status in ('ready', 'running')
+             and (payload ->> $2)::bigint = any($3)
+             and payload ->> $4 = $5"#,
+        kind,
+        key,
+        ids,
+        text_key,
+        value,
+    )
+    .fetch_all(executor)
+    .await
+}
