@@ -67,7 +67,7 @@ run: deps model ## Install, create the database, and serve on http://127.0.0.1:8
 test: deps test-models lint sqlx-check compose-check ## Everything CI checks: format, clippy, docs, .sqlx/, compose file, all tests (cargo, then browser) on PostgreSQL
 	@url="$$(scripts/db.sh)"; \
 	echo "make: DATABASE_URL=$$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#' >&2; \
-	DATABASE_URL="$$url" $(CARGO) test --all-targets --no-fail-fast $(TEST_ARGS)
+	DATABASE_URL="$$url" $(CARGO) test --workspace --all-targets --no-fail-fast $(TEST_ARGS)
 	@$(MAKE) --no-print-directory browser-test-run
 
 browser-test: deps ## The page in Debian's chromium against a real docket serve (screenshots in test-output/)

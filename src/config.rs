@@ -556,7 +556,7 @@ impl PipelineSettings {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -566,7 +566,8 @@ mod tests {
         pipeline: PipelineSettings,
     }
 
-    fn settings(extra: &[&str]) -> PipelineSettings {
+    /// Pipeline settings as `docket` would parse them from `extra` (and no environment).
+    pub(crate) fn settings(extra: &[&str]) -> PipelineSettings {
         let mut argv = vec!["docket"];
         argv.extend_from_slice(extra);
         Args::try_parse_from(argv).expect("parses").pipeline

@@ -125,19 +125,7 @@ pub fn pdf_limits(settings: &PipelineSettings) -> anyhow::Result<PdfLimits> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Args {
-        #[command(flatten)]
-        pipeline: PipelineSettings,
-    }
-
-    fn settings(extra: &[&str]) -> PipelineSettings {
-        let mut argv = vec!["docket"];
-        argv.extend_from_slice(extra);
-        Args::try_parse_from(argv).expect("parses").pipeline
-    }
+    use crate::config::tests::settings;
 
     #[test]
     fn embedder_defaults_to_local_only_when_the_model_files_are_there() {

@@ -125,8 +125,8 @@ fn run_bench(args: Vec<std::ffi::OsString>) -> anyhow::Error {
     ))
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (info by default).
-fn init_tracing() {
+/// Logs to stderr, filtered by `RUST_LOG` (info by default); `docket-bench` logs the same way.
+pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=info"));
     tracing_subscriber::fmt()

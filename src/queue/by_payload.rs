@@ -31,33 +31,19 @@ pub async fn list(
     key: &str,
     id: i64,
 ) -> Result<Vec<NamedJob>, sqlx::Error> {
-    let rows = sqlx::query!(
-        "select id, kind, status, attempts, max_attempts, last_error, errors
+    sqlx::query_as!(
+        NamedJob,
+        r#"select id as "id: JobId", kind, status as "status: JobStatus", attempts,
+                max_attempts, last_error, errors
          from jobs
          where payload ? $1
            and (payload ->> $1)::bigint = $2
-         order by id",
+         order by id"#,
         key,
         id,
     )
     .fetch_all(executor)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(NamedJob {
-                id: JobId(row.id),
-                kind: row.kind,
-                status: row
-                    .status
-                    .parse()
-                    .map_err(|err| sqlx::Error::Decode(Box::new(err)))?,
-                attempts: row.attempts,
-                max_attempts: row.max_attempts,
-                last_error: row.last_error,
-                errors: row.errors,
-            })
-        })
-        .collect()
+    .await
 }
 
 /// Cancels the waiting and running jobs of `kinds` whose payload holds `id` under `key`,
