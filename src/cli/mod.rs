@@ -81,27 +81,38 @@ enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
     if let Command::Bench { args } = cli.command {
         // Before the runtime starts: the process is replaced, threads and all.
         eprintln!("error: {:#}", run_bench(args));
         return ExitCode::FAILURE;
     }
+    init_tracing();
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
     if let Command::Ingest(args) = cli.command {
         // Ingest has exit codes of its own (rejected files vs. a run that could not finish).
         return runtime.block_on(crate::ingest::run(args));
     }
-    match runtime.block_on(run(cli.command)) {
+    exit_code(runtime.block_on(run(cli.command)))
+}
+
+/// The multi-threaded runtime docket's binaries run on (`docket-bench` too); on failure, says
+/// why on stderr and answers the exit code.
+pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| {
+            eprintln!("error: cannot start the async runtime: {err}");
+            ExitCode::FAILURE
+        })
+}
+
+/// The exit code of a command's result, printing the error and its causes on stderr.
+pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");

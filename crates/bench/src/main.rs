@@ -77,29 +77,17 @@ struct Cli {
 
 fn main() -> ExitCode {
     // The benchmarks run docket's pipeline in this process, and its PDF extraction child is
-    // "this very binary" (`docket::config::PipelineSettings::pdf_limits`), as in `docket`.
+    // "this very binary" ([`docket::app::pdf_limits`]), as in `docket`.
     if std::env::args().nth(1).as_deref() == Some(docket::extract::pdf::CHILD_SUBCOMMAND) {
         return docket::extract::pdf::run_child();
     }
     let cli = Cli::parse();
     docket::cli::init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match docket::cli::runtime() {
         Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    match runtime.block_on(run(cli.command)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    docket::cli::exit_code(runtime.block_on(run(cli.command)))
 }
 
 /// The `docket` binary beside this one, which the fleet benchmark starts as `docket worker`

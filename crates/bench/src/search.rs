@@ -107,15 +107,7 @@ pub async fn run(args: SearchBench) -> anyhow::Result<()> {
 async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> {
     let embedder = query_embedder(args)?;
     let model = ModelVersion::of(&embedder, &ChunkConfig::default());
-    models::register(pool, &model).await?;
-    models::activate(pool, &model.model_version).await?;
-    // Loading into a live HNSW index is far slower than building it once at the end.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop index {}",
-        model.index_name()
-    )))
-    .execute(pool)
-    .await?;
+    prepare_bulk_load(pool, &model).await?;
 
     let corpus = corpus()?;
     let words = Words::of(&corpus)?;
@@ -425,6 +417,24 @@ fn json_line(
         "phrase_recall_at_10_by_ef_search": by_ef(&recalls.phrases),
         "hnsw_build_s": round(build_s),
     })
+}
+
+/// Registers `model` as the active version without its HNSW index: loading into a live index is
+/// far slower than building it once at the end (`models::register` again builds it).
+pub(super) async fn prepare_bulk_load(
+    pool: &sqlx::PgPool,
+    model: &ModelVersion,
+) -> anyhow::Result<()> {
+    models::register(pool, model).await?;
+    models::activate(pool, &model.model_version).await?;
+    // DDL on a version's own index, whose name is built from the version: runtime SQL.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop index {}",
+        model.index_name()
+    )))
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 pub(super) fn round(value: f64) -> f64 {

@@ -182,14 +182,7 @@ async fn load_corpus(
     words: &[String],
     chunks: usize,
 ) -> anyhow::Result<()> {
-    models::register(pool, model).await?;
-    models::activate(pool, &model.model_version).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop index {}",
-        model.index_name()
-    )))
-    .execute(pool)
-    .await?;
+    crate::search::prepare_bulk_load(pool, model).await?;
     let hash = HashEmbedder::new(DIMS);
     let mut rng = StdRng::seed_from_u64(5);
     let started = Instant::now();
