@@ -61,6 +61,31 @@ pub enum ExtractError {
         /// What is wrong, in a few words.
         reason: String,
     },
+    /// An office, e-book or Hangul document needs a password to open (an encrypted OOXML
+    /// package, an HWP file with its password flag set).
+    #[error("the {format} is password-protected; save it without a password and upload it again")]
+    Encrypted {
+        /// The format as a person knows it ("Word document", "HWP document").
+        format: &'static str,
+    },
+    /// A container format whose bytes are cut short or inconsistent (a truncated zip, an OLE
+    /// file with cyclic sectors, XML that does not parse).
+    #[error("the {format} is damaged: {reason}")]
+    Corrupt {
+        /// The format as a person knows it.
+        format: &'static str,
+        /// What is wrong, in a few words.
+        reason: String,
+    },
+    /// A format docket recognises but does not read, with what to do instead
+    /// ("legacy Word 97–2003 document": "save it as .docx").
+    #[error("{format} files are not read; {advice}")]
+    LegacyFormat {
+        /// The format as a person knows it.
+        format: &'static str,
+        /// What to do instead.
+        advice: &'static str,
+    },
     /// More pages need OCR than the configured cap allows.
     #[error("{pages} pages need OCR, more than the limit of {limit} (DOCKET_OCR_MAX_PAGES)")]
     OcrPageLimit { pages: usize, limit: u32 },
@@ -95,6 +120,9 @@ impl ExtractError {
             ExtractError::TooComplex { .. } => "document_too_complex",
             ExtractError::ImageTooLarge { .. } => "image_too_large",
             ExtractError::ImageMalformed { .. } => "image_malformed",
+            ExtractError::Encrypted { .. } => "encrypted",
+            ExtractError::Corrupt { .. } => "file_corrupt",
+            ExtractError::LegacyFormat { .. } => "legacy_format",
             ExtractError::OcrPageLimit { .. } => "ocr_page_limit",
             ExtractError::OcrNoText => "ocr_no_text",
             ExtractError::Timeout => "extraction_timeout",

@@ -23,6 +23,7 @@ pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
 pub mod sniff;
+pub mod structure;
 pub mod text;
 
 pub use error::ExtractError;
@@ -30,6 +31,7 @@ pub use ocr::{Languages, OcrRun, OcrSettings};
 pub use pdf::{PdfLimits, extract_pdf};
 pub use quality::TextProblem;
 pub use sniff::sniff;
+pub use structure::{Location, Section};
 pub use text::extract_text;
 
 /// What a document is, judged from its bytes.
