@@ -18,7 +18,7 @@ pub async fn require_token(
     if let Some(expected) = state.api_token.as_deref()
         && !bearer_is(request.headers(), expected)
     {
-        return Err(ApiError::Unauthorized);
+        return Err(ApiError::unauthorized());
     }
     Ok(next.run(request).await)
 }

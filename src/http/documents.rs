@@ -5,15 +5,14 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::{ApiError, database};
+use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
-use crate::documents::{self, Document, DocumentId, DocumentStatus};
+use crate::documents::{self, Document, DocumentId, DocumentStatus, EmbeddingSet};
 use crate::pipeline;
-use crate::queue::by_payload;
+use crate::queue::by_payload::{self, NamedJob};
 
 /// Query of `GET /api/documents`.
 #[derive(Debug, Deserialize)]
@@ -24,27 +23,46 @@ pub struct ListQuery {
     limit: Option<i64>,
 }
 
+/// Answer of `GET /api/documents`.
+#[derive(Debug, Serialize)]
+pub struct DocumentPage {
+    /// Newest first.
+    pub documents: Vec<Document>,
+    /// The `before` of the following page; none after the last.
+    pub next: Option<i64>,
+}
+
+/// Answer of `GET /api/documents/{id}`: the document's own fields, then what it is made of.
+#[derive(Debug, Serialize)]
+pub struct DocumentDetail {
+    #[serde(flatten)]
+    pub document: Document,
+    pub chunk_count: i64,
+    /// Its vectors per model version, oldest first.
+    pub embedding_sets: Vec<EmbeddingSet>,
+    /// Every job whose payload names it, oldest first, with its error history.
+    pub jobs: Vec<NamedJob>,
+}
+
 /// `GET /api/documents`: newest first, `next` is the cursor of the following page.
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DocumentPage>, ApiError> {
     let status = match query.status.as_deref() {
         None => None,
         Some(s) => Some(DocumentStatus::parse(s).ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_status",
+            ApiError::new(
+                Code::InvalidStatus,
                 format!("unknown status {s:?}; expected uploaded, extracting, embedding, ready or failed"),
             )
         })?),
     };
     let limit = page_limit(query.limit)?;
     let before = query.before.map(DocumentId);
-    let docs = documents::list(&state.pool, status, before, limit)
-        .await
-        .map_err(database)?;
-    let next = next_cursor(docs.iter().map(|d| d.id.0), limit);
-    Ok(Json(json!({ "documents": docs, "next": next })))
+    let documents = documents::list(&state.pool, status, before, limit).await?;
+    let next = next_cursor(documents.iter().map(|d| d.id.0), limit);
+    Ok(Json(DocumentPage { documents, next }))
 }
 
 /// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs
@@ -52,22 +70,14 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DocumentDetail>, ApiError> {
     let document = find(&state, DocumentId(id)).await?;
-    let chunk_count = documents::chunk_count(&state.pool, document.id)
-        .await
-        .map_err(database)?;
-    let sets = documents::embedding_sets(&state.pool, document.id)
-        .await
-        .map_err(database)?;
-    let jobs = by_payload::list(&state.pool, "document_id", id)
-        .await
-        .map_err(database)?;
-    let mut body = serde_json::to_value(&document).map_err(|e| ApiError::Internal(e.into()))?;
-    body["chunk_count"] = json!(chunk_count);
-    body["embedding_sets"] = json!(sets);
-    body["jobs"] = json!(jobs);
-    Ok(Json(body))
+    Ok(Json(DocumentDetail {
+        chunk_count: documents::chunk_count(&state.pool, document.id).await?,
+        embedding_sets: documents::embedding_sets(&state.pool, document.id).await?,
+        jobs: by_payload::list(&state.pool, "document_id", id).await?,
+        document,
+    }))
 }
 
 /// `GET /api/documents/{id}/file`: the original bytes, always as a download so that an
@@ -78,8 +88,7 @@ pub async fn file(
 ) -> Result<Response, ApiError> {
     let document = find(&state, DocumentId(id)).await?;
     let bytes = documents::bytes(&state.pool, DocumentId(id))
-        .await
-        .map_err(database)?
+        .await?
         .ok_or_else(|| not_found(id))?;
     Ok((
         [
@@ -129,10 +138,7 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    if pipeline::delete_document(&state.pool, DocumentId(id))
-        .await
-        .map_err(database)?
-    {
+    if pipeline::delete_document(&state.pool, DocumentId(id)).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_found(id))
@@ -153,16 +159,12 @@ pub async fn reprocess(
 
 async fn find(state: &AppState, id: DocumentId) -> Result<Document, ApiError> {
     documents::get(&state.pool, id)
-        .await
-        .map_err(database)?
+        .await?
         .ok_or_else(|| not_found(id.0))
 }
 
 fn not_found(id: i64) -> ApiError {
-    ApiError::NotFound {
-        code: "document_not_found",
-        message: format!("document {id} not found"),
-    }
+    ApiError::new(Code::DocumentNotFound, format!("document {id} not found"))
 }
 
 #[cfg(test)]

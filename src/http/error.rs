@@ -1,91 +1,115 @@
 //! One error type for every HTTP handler, rendered as `{"error":{"code","message"}}`.
 //!
-//! Codes are stable snake_case strings clients can match on. Server-side failures are logged
-//! once with their cause chain and shown to the client only as "internal error".
+//! An [`ApiError`] is a [`Code`] (the table in [`code`]: status and stable string) and a
+//! message for the person reading it. Domain errors become one through `From`, here and nowhere
+//! else, so `?` in a handler is all a handler writes. Server-side failures (5xx) are logged once
+//! with their cause chain and never shown: the client reads the code and a fixed message.
 
-use axum::Json;
+mod code;
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
+pub use code::Code;
+
+use crate::extract::ExtractError;
+use crate::models::ModelError;
 use crate::queue::QueueError;
+use crate::schedule::ScheduleError;
+use crate::search::SearchError;
 
-/// An error answer.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// 400: the request is malformed; the message says what was wrong.
-    #[error("{message}")]
-    BadRequest { code: &'static str, message: String },
-    /// 401: missing or wrong bearer token.
-    #[error("a valid bearer token is required")]
-    Unauthorized,
-    /// 403: refused whoever asks: a foreign `Host`, or a page of another origin.
-    #[error("{message}")]
-    Forbidden { code: &'static str, message: String },
-    /// 404: no such thing.
-    #[error("{message}")]
-    NotFound { code: &'static str, message: String },
-    /// 408: the request took longer than the request timeout.
-    #[error("the request took longer than {0} seconds")]
-    Timeout(u64),
-    /// 409: the thing exists but is in a state that forbids this.
-    #[error("{message}")]
-    Conflict { code: &'static str, message: String },
-    /// 413: the body or a part of it is over the limit.
-    #[error("{message}")]
-    TooLarge { code: &'static str, message: String },
-    /// 415: a file type we do not take.
-    #[error("{message}")]
-    UnsupportedType { code: &'static str, message: String },
-    /// 422: well-formed but not acceptable (an unknown job kind, say).
-    #[error("{message}")]
-    Unprocessable { code: &'static str, message: String },
-    /// 503: a dependency (the database) is not available right now.
-    #[error("{message}")]
-    Unavailable { code: &'static str, message: String },
-    /// 500: our fault; the cause is logged, never sent.
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+/// An error answer: a code, what to tell the client and, for 5xx, the cause to log.
+#[derive(Debug)]
+pub struct ApiError {
+    code: Code,
+    message: String,
+    /// What went wrong inside docket; logged, never sent.
+    cause: Option<anyhow::Error>,
+}
+
+/// An error as clients see it (`{"code", "message"}`): the body of an error answer, and an
+/// upload's per-file error.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub code: Code,
+    pub message: String,
+}
+
+/// The body of every error answer.
+#[derive(Debug, Serialize)]
+pub struct ErrorAnswer {
+    pub error: ErrorBody,
 }
 
 impl ApiError {
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError::BadRequest {
+    /// An error with `code` that tells the client `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
             code,
             message: message.into(),
+            cause: None,
         }
     }
 
-    pub(crate) fn parts(&self) -> (StatusCode, &'static str) {
-        match self {
-            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden { code, .. } => (StatusCode::FORBIDDEN, code),
-            ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-            ApiError::NotFound { code, .. } => (StatusCode::NOT_FOUND, code),
-            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            ApiError::TooLarge { code, .. } => (StatusCode::PAYLOAD_TOO_LARGE, code),
-            ApiError::UnsupportedType { code, .. } => (StatusCode::UNSUPPORTED_MEDIA_TYPE, code),
-            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            ApiError::Unavailable { code, .. } => (StatusCode::SERVICE_UNAVAILABLE, code),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+    /// Our fault: 500, `cause` logged, "internal error" shown.
+    pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: Code::Internal,
+            message: "internal error".into(),
+            cause: Some(cause.into()),
         }
+    }
+
+    /// 401: a missing or wrong bearer token.
+    pub fn unauthorized() -> Self {
+        ApiError::new(Code::Unauthorized, "a valid bearer token is required")
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// Logs a server-side error with its cause chain; client errors are the client's to read.
+    pub fn log(&self) {
+        if !self.status().is_server_error() {
+            return;
+        }
+        let code = self.code.as_str();
+        match &self.cause {
+            Some(cause) => tracing::error!(code, error = format!("{cause:#}"), "request failed"),
+            None => tracing::warn!(code, message = %self.message, "request failed"),
+        }
+    }
+
+    /// What the client reads.
+    pub fn into_body(self) -> ErrorBody {
+        ErrorBody {
+            code: self.code,
+            message: self.message,
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code) = self.parts();
-        let message = match &self {
-            ApiError::Internal(err) => {
-                tracing::error!(error = format!("{err:#}"), "request failed");
-                "internal error".to_owned()
-            }
-            other => other.to_string(),
-        };
+        self.log();
+        let status = self.status();
         let mut response = (
             status,
-            Json(json!({ "error": { "code": code, "message": message } })),
+            axum::Json(ErrorAnswer {
+                error: self.into_body(),
+            }),
         )
             .into_response();
         if status == StatusCode::UNAUTHORIZED
@@ -99,40 +123,185 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<QueueError> for ApiError {
-    fn from(err: QueueError) -> Self {
+/// Unavailable (503) when the pool cannot reach the server, else internal.
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
         match err {
-            QueueError::NotFound(id) => ApiError::NotFound {
-                code: "job_not_found",
-                message: format!("job {id} not found"),
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => Self {
+                code: Code::DatabaseUnavailable,
+                message: "the database is not reachable right now; try again shortly".into(),
+                cause: Some(err.into()),
             },
-            err @ QueueError::WrongState { .. } => ApiError::Conflict {
-                code: "job_state_conflict",
-                message: err.to_string(),
-            },
-            err @ QueueError::LeaseLost(_) => ApiError::Conflict {
-                code: "lease_lost",
-                message: err.to_string(),
-            },
-            err @ QueueError::PayloadTooLarge { .. } => ApiError::TooLarge {
-                code: "payload_too_large",
-                message: err.to_string(),
-            },
-            QueueError::Invalid(message) => ApiError::bad_request("invalid_job", message),
-            QueueError::Database(err) => database(err),
+            other => ApiError::internal(other),
         }
     }
 }
 
-/// A database error: unavailable (503) when the pool cannot reach the server, else internal.
-pub fn database(err: sqlx::Error) -> ApiError {
-    match err {
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
-            ApiError::Unavailable {
-                code: "database_unavailable",
-                message: "the database is not reachable right now; try again shortly".into(),
+impl From<QueueError> for ApiError {
+    fn from(err: QueueError) -> Self {
+        let code = match err {
+            QueueError::Database(err) => return err.into(),
+            QueueError::NotFound(_) => Code::JobNotFound,
+            QueueError::WrongState { .. } => Code::JobStateConflict,
+            QueueError::LeaseLost(_) => Code::LeaseLost,
+            QueueError::PayloadTooLarge { .. } => Code::PayloadTooLarge,
+            QueueError::Invalid(_) => Code::InvalidJob,
+        };
+        ApiError::new(code, err.to_string())
+    }
+}
+
+impl From<ModelError> for ApiError {
+    fn from(err: ModelError) -> Self {
+        let code = match err {
+            ModelError::Database(err) => return err.into(),
+            ModelError::Invalid(_) => Code::InvalidModelVersion,
+            ModelError::NotFound(_) => Code::ModelVersionNotFound,
+        };
+        ApiError::new(code, err.to_string())
+    }
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(err: ScheduleError) -> Self {
+        let code = match err {
+            ScheduleError::Queue(err) => return err.into(),
+            ScheduleError::Database(err) => return err.into(),
+            ScheduleError::NotFound(_) => Code::ScheduleNotFound,
+            ScheduleError::Exists(_) => Code::ScheduleExists,
+            ScheduleError::Invalid(_) => Code::InvalidSchedule,
+            ScheduleError::PgCronUnavailable(_) => Code::PgCronUnavailable,
+        };
+        ApiError::new(code, err.to_string())
+    }
+}
+
+impl From<SearchError> for ApiError {
+    fn from(err: SearchError) -> Self {
+        let code = match err {
+            SearchError::Database(err) => return err.into(),
+            // The provider's message is about the provider, not the request; it never holds a
+            // key. A permanent failure is a misconfiguration: ours, not the client's.
+            SearchError::Embed(err) if !err.is_permanent() => {
+                return ApiError::new(
+                    Code::EmbeddingUnavailable,
+                    format!("the embedding provider is not answering right now: {err}"),
+                );
             }
+            SearchError::Embed(err) => return ApiError::internal(err),
+            SearchError::EmptyQuery => Code::EmptyQuery,
+            SearchError::QueryTooLong(_) => Code::QueryTooLong,
+            SearchError::InvalidK(_) => Code::InvalidK,
+            SearchError::UnknownModel(_) => Code::ModelVersionNotFound,
+            SearchError::NoActiveModel => Code::NoActiveModel,
+            SearchError::ModelNotEmbeddable { .. } => Code::ModelVersionNotEmbeddable,
+            SearchError::NoVectors(_) => Code::NoVectors,
+        };
+        ApiError::new(code, err.to_string())
+    }
+}
+
+/// An upload's file refused as it is read (`extract::sniff`): 400 when empty, 415 with
+/// extraction's own code for a type docket does not read.
+impl From<ExtractError> for ApiError {
+    fn from(err: ExtractError) -> Self {
+        match err {
+            ExtractError::Empty => ApiError::new(Code::EmptyFile, err.to_string()),
+            ExtractError::Unsupported { .. } => ApiError::new(
+                Code::UnsupportedFile(err.code()),
+                format!(
+                    "{err}; docket takes PDF, HTML, Markdown, plain text and PNG, JPEG or TIFF images"
+                ),
+            ),
+            other => ApiError::new(Code::UnsupportedFile(other.code()), other.to_string()),
         }
-        other => ApiError::Internal(other.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status, the `WWW-Authenticate` header and the body `error` renders as.
+    async fn rendered(error: ApiError) -> (StatusCode, Option<String>, String) {
+        let response = error.into_response();
+        let status = response.status();
+        let challenge = response
+            .headers()
+            .get(axum::http::header::WWW_AUTHENTICATE)
+            .map(|v| v.to_str().unwrap_or("not ascii").to_owned());
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .expect("a small body");
+        (
+            status,
+            challenge,
+            String::from_utf8(body.to_vec()).expect("utf-8"),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_error_renders_as_its_code_and_message() {
+        let error = ApiError::from(QueueError::NotFound(crate::queue::JobId(7)));
+        assert_eq!(
+            rendered(error).await,
+            (
+                StatusCode::NOT_FOUND,
+                None,
+                r#"{"error":{"code":"job_not_found","message":"job 7 not found"}}"#.to_owned()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_database_failure_is_internal_and_never_shows_its_cause() {
+        let error = ApiError::from(sqlx::Error::Protocol("secret detail".into()));
+        let (status, _, body) = rendered(error).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            body,
+            r#"{"error":{"code":"internal_error","message":"internal error"}}"#
+        );
+    }
+
+    #[test]
+    fn an_unreachable_database_is_unavailable() {
+        for err in [sqlx::Error::PoolTimedOut, sqlx::Error::PoolClosed] {
+            let error = ApiError::from(QueueError::Database(err));
+            assert_eq!(error.code(), Code::DatabaseUnavailable);
+            assert_eq!(error.status(), StatusCode::SERVICE_UNAVAILABLE);
+        }
+    }
+
+    #[tokio::test]
+    async fn unauthorized_asks_for_a_bearer_token() {
+        let (status, challenge, body) = rendered(ApiError::unauthorized()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(challenge.as_deref(), Some("Bearer"));
+        assert!(body.contains(r#""code":"unauthorized""#), "{body}");
+    }
+
+    #[test]
+    fn a_refused_upload_says_what_extraction_would_have_said() {
+        let refusals = [
+            (ExtractError::Empty, StatusCode::BAD_REQUEST),
+            (
+                ExtractError::Unsupported {
+                    detected: "application/zip",
+                },
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ),
+            (
+                ExtractError::NotAPdf {
+                    detected: "text/plain",
+                },
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ),
+        ];
+        for (err, status) in refusals {
+            let code = err.code();
+            let error = ApiError::from(err);
+            assert_eq!((error.status(), error.code().as_str()), (status, code));
+        }
     }
 }

@@ -128,7 +128,7 @@ pub async fn stream(
         let given = from_header.map(str::to_owned).or(from_query);
         let given = given.unwrap_or_default();
         if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
-            return Err(ApiError::Unauthorized);
+            return Err(ApiError::unauthorized());
         }
     }
     let receiver = state.events.subscribe();

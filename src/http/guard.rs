@@ -29,7 +29,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 
 /// The names and origin docket is served under, beyond loopback.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -171,12 +171,11 @@ pub async fn check(
         None => None,
         Some(Ok(authority)) if policy.allows_host(authority.host()) => Some(authority),
         Some(_) => {
-            return Err(ApiError::Forbidden {
-                code: "host_not_allowed",
-                message: "this Host is not one docket is served under; add it to \
-                          DOCKET_ALLOWED_HOSTS or DOCKET_PUBLIC_URL"
-                    .into(),
-            });
+            return Err(ApiError::new(
+                Code::HostNotAllowed,
+                "this Host is not one docket is served under; add it to \
+                 DOCKET_ALLOWED_HOSTS or DOCKET_PUBLIC_URL",
+            ));
         }
     };
     if changes_state(request.method())
@@ -187,12 +186,11 @@ pub async fn check(
                 || policy.public_origin.as_ref() == Some(&origin)
         });
         if !same_origin {
-            return Err(ApiError::Forbidden {
-                code: "cross_origin_request",
-                message: "requests that change docket must come from docket's own page \
-                          (the Origin or Referer names another site)"
-                    .into(),
-            });
+            return Err(ApiError::new(
+                Code::CrossOriginRequest,
+                "requests that change docket must come from docket's own page \
+                 (the Origin or Referer names another site)",
+            ));
         }
     }
     Ok(next.run(request).await)
@@ -209,7 +207,12 @@ pub async fn time_limit(
     let limit = state.guard.request_timeout;
     tokio::time::timeout(limit, next.run(request))
         .await
-        .map_err(|_| ApiError::Timeout(limit.as_secs()))
+        .map_err(|_| {
+            ApiError::new(
+                Code::RequestTimeout,
+                format!("the request took longer than {} seconds", limit.as_secs()),
+            )
+        })
 }
 
 #[cfg(test)]

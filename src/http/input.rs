@@ -5,7 +5,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::StatusCode;
 
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 
 /// `axum::Json` with our errors.
 #[derive(Debug, Clone, Copy, Default, FromRequest)]
@@ -31,24 +31,21 @@ impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            return ApiError::TooLarge {
-                code: "body_too_large",
-                message: rejection.body_text(),
-            };
+            return ApiError::new(Code::BodyTooLarge, rejection.body_text());
         }
-        ApiError::bad_request("invalid_json", rejection.body_text())
+        ApiError::new(Code::InvalidJson, rejection.body_text())
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        ApiError::bad_request("invalid_path", rejection.body_text())
+        ApiError::new(Code::InvalidPath, rejection.body_text())
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
-        ApiError::bad_request("invalid_query", rejection.body_text())
+        ApiError::new(Code::InvalidQuery, rejection.body_text())
     }
 }
 
@@ -58,8 +55,8 @@ pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     if (1..=500).contains(&limit) {
         Ok(limit)
     } else {
-        Err(ApiError::bad_request(
-            "invalid_limit",
+        Err(ApiError::new(
+            Code::InvalidLimit,
             "limit must be between 1 and 500",
         ))
     }

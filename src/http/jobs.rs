@@ -4,11 +4,11 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
 
@@ -23,17 +23,26 @@ pub struct ListQuery {
     limit: Option<i64>,
 }
 
+/// Answer of `GET /api/jobs`.
+#[derive(Debug, Serialize)]
+pub struct JobPage {
+    /// Newest first.
+    pub jobs: Vec<JobRecord>,
+    /// The `before` of the following page; none after the last.
+    pub next: Option<i64>,
+}
+
 /// `GET /api/jobs`: newest first; `next` is the cursor for the following page.
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<JobPage>, ApiError> {
     let status = query
         .status
         .as_deref()
         .map(str::parse::<JobStatus>)
         .transpose()
-        .map_err(|err| ApiError::bad_request("invalid_status", err.to_string()))?;
+        .map_err(|err| ApiError::new(Code::InvalidStatus, err.to_string()))?;
     let limit = page_limit(query.limit)?;
     let jobs = state
         .queue
@@ -45,7 +54,7 @@ pub async fn list(
         })
         .await?;
     let next = next_cursor(jobs.iter().map(|j| j.id.0), limit);
-    Ok(Json(json!({ "jobs": jobs, "next": next })))
+    Ok(Json(JobPage { jobs, next }))
 }
 
 /// `GET /api/jobs/{id}`.
@@ -61,6 +70,7 @@ pub async fn get(
 #[serde(deny_unknown_fields)]
 pub struct EnqueueBody {
     kind: String,
+    /// The handler's input, a JSON object; `{}` when absent.
     #[serde(default)]
     payload: Option<Value>,
     idempotency_key: Option<String>,
@@ -74,20 +84,13 @@ pub async fn enqueue(
     State(state): State<AppState>,
     Json(body): Json<EnqueueBody>,
 ) -> Result<(StatusCode, Json<JobRecord>), ApiError> {
-    if !state.job_kinds.iter().any(|k| k == &body.kind) {
-        return Err(ApiError::Unprocessable {
-            code: "unknown_job_kind",
-            message: format!(
-                "no handler runs jobs of kind {:?}; known kinds: {}",
-                body.kind,
-                state.job_kinds.join(", ")
-            ),
-        });
-    }
-    let payload = body.payload.unwrap_or_else(|| json!({}));
+    check_kind(&state, &body.kind)?;
+    let payload = body
+        .payload
+        .unwrap_or_else(|| Value::Object(Default::default()));
     if !payload.is_object() {
-        return Err(ApiError::bad_request(
-            "invalid_payload",
+        return Err(ApiError::new(
+            Code::InvalidPayload,
             "payload must be a JSON object",
         ));
     }
@@ -98,7 +101,7 @@ pub async fn enqueue(
         run_at: body.run_at,
         max_attempts: body.max_attempts,
     };
-    let mut conn = state.pool.acquire().await.map_err(super::error::database)?;
+    let mut conn = state.pool.acquire().await?;
     let enqueued = queue::enqueue(&mut conn, &job).await?;
     drop(conn);
     let status = if enqueued.created {
@@ -107,6 +110,21 @@ pub async fn enqueue(
         StatusCode::OK
     };
     Ok((status, Json(state.queue.get(enqueued.id).await?)))
+}
+
+/// A job, or a schedule's, may only be of a kind this deployment runs, or it would wait for
+/// ever.
+pub fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
+    if state.job_kinds.iter().any(|k| k == kind) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        Code::UnknownJobKind,
+        format!(
+            "no handler runs jobs of kind {kind:?}; known kinds: {}",
+            state.job_kinds.join(", ")
+        ),
+    ))
 }
 
 /// `POST /api/jobs/{id}/retry`: a dead or cancelled job back to ready.

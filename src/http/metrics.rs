@@ -22,15 +22,10 @@ pub async fn metrics(
     if let Some(expected) = state.guard.metrics_token.as_deref() {
         let api_token = state.api_token.as_deref();
         if !bearer_is(&headers, expected) && !api_token.is_some_and(|t| bearer_is(&headers, t)) {
-            return Err(ApiError::Unauthorized);
+            return Err(ApiError::unauthorized());
         }
     }
-    let snapshot = state
-        .guard
-        .gauges
-        .get(&state.pool)
-        .await
-        .map_err(super::error::database)?;
+    let snapshot = state.guard.gauges.get(&state.pool).await?;
     let body = crate::metrics::render(crate::metrics::global(), &snapshot);
     Ok((
         [(

@@ -139,10 +139,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn api_not_found() -> error::ApiError {
-    error::ApiError::NotFound {
-        code: "route_not_found",
-        message: "no such API route".into(),
-    }
+    error::ApiError::new(error::Code::RouteNotFound, "no such API route")
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.

@@ -4,34 +4,31 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::AppState;
 use super::error::ApiError;
 use super::input::{Json, Path};
+use super::jobs::check_kind;
 use crate::pipeline::reembed::{self, ReembedPlan};
+use crate::queue::JobId;
 use crate::schedule::{self, NewSchedule, Schedule, ScheduleError, ScheduleUpdate, ScheduleView};
 
-impl From<ScheduleError> for ApiError {
-    fn from(err: ScheduleError) -> Self {
-        match err {
-            ScheduleError::NotFound(name) => ApiError::NotFound {
-                code: "schedule_not_found",
-                message: format!("schedule {name:?} not found"),
-            },
-            err @ ScheduleError::Exists(_) => ApiError::Conflict {
-                code: "schedule_exists",
-                message: err.to_string(),
-            },
-            ScheduleError::Invalid(message) => ApiError::bad_request("invalid_schedule", message),
-            ScheduleError::PgCronUnavailable(message) => ApiError::Unavailable {
-                code: "pg_cron_unavailable",
-                message,
-            },
-            ScheduleError::Queue(err) => err.into(),
-            ScheduleError::Database(err) => super::error::database(err),
-        }
-    }
+/// A schedule as clients see it, with the nightly re-embedding's preview.
+pub type ScheduleAnswer = ScheduleView<ReembedPlan>;
+
+/// Answer of `GET /api/schedules`.
+#[derive(Debug, Serialize)]
+pub struct ScheduleList {
+    pub schedules: Vec<ScheduleAnswer>,
+}
+
+/// Answer of `POST /api/schedules/{name}/run-now`.
+#[derive(Debug, Serialize)]
+pub struct RunNow {
+    pub job_id: JobId,
+    /// False when the run's idempotency key named a job already enqueued.
+    pub created: bool,
 }
 
 /// The view of `schedule` at `now`, with the pipeline's preview of the nightly re-embedding.
@@ -39,40 +36,26 @@ async fn view(
     pool: &sqlx::PgPool,
     schedule: Schedule,
     now: DateTime<Utc>,
-) -> Result<ScheduleView<ReembedPlan>, ScheduleError> {
+) -> Result<ScheduleAnswer, ScheduleError> {
     let next_run_sends = reembed::next_run_sends(pool, &schedule).await?;
     Ok(schedule::view(schedule, now, next_run_sends))
 }
 
-/// A schedule may only enqueue kinds this deployment runs, or its jobs would wait forever.
-fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
-    if state.job_kinds.iter().any(|k| k == kind) {
-        return Ok(());
-    }
-    Err(ApiError::Unprocessable {
-        code: "unknown_job_kind",
-        message: format!(
-            "no handler runs jobs of kind {kind:?}; known kinds: {}",
-            state.job_kinds.join(", ")
-        ),
-    })
-}
-
 /// `GET /api/schedules`.
-pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<ScheduleList>, ApiError> {
     let now = Utc::now();
     let mut views = Vec::new();
     for schedule in schedule::store::list(&state.pool).await? {
         views.push(view(&state.pool, schedule, now).await?);
     }
-    Ok(Json(json!({ "schedules": views })))
+    Ok(Json(ScheduleList { schedules: views }))
 }
 
 /// `POST /api/schedules`: 201 with the schedule; 409 when the name is taken.
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewSchedule>,
-) -> Result<(StatusCode, Json<ScheduleView<ReembedPlan>>), ApiError> {
+) -> Result<(StatusCode, Json<ScheduleAnswer>), ApiError> {
     check_kind(&state, &body.kind)?;
     let now = Utc::now();
     let created = schedule::store::create(&state.pool, &body, now).await?;
@@ -86,7 +69,7 @@ pub async fn create(
 pub async fn get(
     State(state): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<ScheduleView<ReembedPlan>>, ApiError> {
+) -> Result<Json<ScheduleAnswer>, ApiError> {
     let schedule = schedule::store::get(&state.pool, &name).await?;
     Ok(Json(view(&state.pool, schedule, Utc::now()).await?))
 }
@@ -96,7 +79,7 @@ pub async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Json(body): Json<ScheduleUpdate>,
-) -> Result<Json<ScheduleView<ReembedPlan>>, ApiError> {
+) -> Result<Json<ScheduleAnswer>, ApiError> {
     if let Some(kind) = &body.kind {
         check_kind(&state, kind)?;
     }
@@ -117,10 +100,13 @@ pub async fn delete(
 pub async fn run_now(
     State(state): State<AppState>,
     Path(name): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<RunNow>), ApiError> {
     let enqueued = schedule::run_now(&state.pool, &name, Utc::now()).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "job_id": enqueued.id, "created": enqueued.created })),
+        Json(RunNow {
+            job_id: enqueued.id,
+            created: enqueued.created,
+        }),
     ))
 }

@@ -2,14 +2,14 @@
 //! (so the page can say whether search understands meaning or only spellings).
 
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::{ApiError, database};
+use super::error::{ApiError, Code};
 use super::input::{Json, Query};
 use crate::documents::DocumentId;
-use crate::search::{DEFAULT_K, Mode, SearchError, SearchRequest, SearchResults};
+use crate::models::ModelVersion;
+use crate::search::{DEFAULT_K, Mode, SearchRequest, SearchResults};
 
 /// Query of `GET /api/search`.
 #[derive(Debug, Deserialize)]
@@ -32,8 +32,8 @@ pub async fn search(
     let mode = match query.mode.as_deref() {
         None | Some("") => Mode::default(),
         Some(mode) => Mode::parse(mode).ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_mode",
+            ApiError::new(
+                Code::InvalidMode,
                 format!("unknown mode {mode:?}; expected hybrid, vector or text"),
             )
         })?,
@@ -42,8 +42,8 @@ pub async fn search(
         None | Some("") => false,
         Some("document") => true,
         Some(other) => {
-            return Err(ApiError::bad_request(
-                "invalid_group",
+            return Err(ApiError::new(
+                Code::InvalidGroup,
                 format!("unknown group {other:?}; expected document"),
             ));
         }
@@ -56,62 +56,47 @@ pub async fn search(
         model_version: query.model_version.filter(|v| !v.is_empty()),
         group,
     };
-    state
-        .searcher
-        .search(&request)
-        .await
-        .map(Json)
-        .map_err(search_error)
+    Ok(Json(state.searcher.search(&request).await?))
 }
 
-fn search_error(err: SearchError) -> ApiError {
-    let message = err.to_string();
-    match err {
-        SearchError::EmptyQuery => ApiError::bad_request("empty_query", message),
-        SearchError::QueryTooLong(_) => ApiError::bad_request("query_too_long", message),
-        SearchError::InvalidK(_) => ApiError::bad_request("invalid_k", message),
-        SearchError::UnknownModel(_) => ApiError::NotFound {
-            code: "model_version_not_found",
-            message,
-        },
-        SearchError::NoActiveModel => ApiError::Conflict {
-            code: "no_active_model",
-            message,
-        },
-        SearchError::ModelNotEmbeddable { .. } => ApiError::Conflict {
-            code: "model_version_not_embeddable",
-            message,
-        },
-        SearchError::NoVectors(_) => ApiError::Conflict {
-            code: "no_vectors",
-            message,
-        },
-        // The provider's message is about the provider, not the request; it never holds a key.
-        SearchError::Embed(err) if !err.is_permanent() => ApiError::Unavailable {
-            code: "embedding_unavailable",
-            message: format!("the embedding provider is not answering right now: {err}"),
-        },
-        SearchError::Embed(err) => ApiError::Internal(anyhow::Error::new(err)),
-        SearchError::Database(err) => database(err),
-    }
+/// Answer of `GET /api/info`.
+#[derive(Debug, Serialize)]
+pub struct Info {
+    /// docket's own version.
+    pub version: &'static str,
+    /// The version searches use unless they name one; none before a worker registered one.
+    pub active_model: Option<ModelVersion>,
+    pub embedder: EmbedderInfo,
+}
+
+/// What embeds this server's queries (and its worker's documents).
+#[derive(Debug, Serialize)]
+pub struct EmbedderInfo {
+    pub model_version: String,
+    pub provider: String,
+    pub model: String,
+    pub dims: i32,
+    /// False for the hashing embedder, which matches spellings, not meaning.
+    pub semantic: bool,
+    /// Why this is the hashing fallback for a missing local model, when it is.
+    pub warning: Option<String>,
 }
 
 /// `GET /api/info`: the active model version, and what embeds this server's queries and
 /// documents (`embedder`), with `warning` set when that is the hashing fallback for a missing
 /// local model.
-pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let active = crate::models::active(&state.pool).await.map_err(database)?;
+pub async fn info(State(state): State<AppState>) -> Result<Json<Info>, ApiError> {
     let own = state.searcher.model();
-    Ok(Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "active_model": active,
-        "embedder": {
-            "model_version": own.model_version,
-            "provider": own.provider,
-            "model": own.model,
-            "dims": own.dims,
-            "semantic": state.searcher.is_semantic(),
-            "warning": state.embedder_warning.as_deref(),
+    Ok(Json(Info {
+        version: env!("CARGO_PKG_VERSION"),
+        active_model: crate::models::active(&state.pool).await?,
+        embedder: EmbedderInfo {
+            model_version: own.model_version.clone(),
+            provider: own.provider.clone(),
+            model: own.model.clone(),
+            dims: own.dims,
+            semantic: state.searcher.is_semantic(),
+            warning: state.embedder_warning.as_deref().map(str::to_owned),
         },
-    })))
+    }))
 }

@@ -14,13 +14,12 @@
 use axum::extract::{Multipart, State};
 use axum::http::StatusCode;
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Code, ErrorBody};
 use super::input::Json;
 use crate::documents::{Document, NewDocument};
-use crate::extract::{self, ExtractError};
+use crate::extract;
 
 /// The most files one upload request may carry.
 pub const MAX_FILES: usize = 100;
@@ -29,25 +28,33 @@ pub const MAX_FILES: usize = 100;
 /// ingest` sends up to 16 MiB of small files per request by default.
 pub const MIN_REQUEST_BYTES: u64 = 32 << 20;
 
+/// Answer of `POST /api/documents`: one result per file, in file order.
+#[derive(Debug, Serialize)]
+pub struct UploadAnswer {
+    pub results: Vec<UploadResult>,
+}
+
 /// One file's outcome in an upload (docs/ARCHITECTURE.md §8).
 #[derive(Debug, Serialize)]
 pub struct UploadResult {
-    filename: String,
-    document: Option<Document>,
-    duplicate: bool,
-    error: Option<Value>,
+    pub filename: String,
+    /// The stored document (the existing one for a duplicate); none when refused.
+    pub document: Option<Document>,
+    pub duplicate: bool,
+    pub error: Option<ErrorBody>,
+    /// What this file alone would answer; the request's status when every file was refused.
     #[serde(skip)]
     status: StatusCode,
 }
 
 impl UploadResult {
-    fn refused(filename: String, status: StatusCode, code: &str, message: String) -> Self {
+    fn refused(filename: String, error: ApiError) -> Self {
         UploadResult {
             filename,
             document: None,
             duplicate: false,
-            error: Some(json!({ "code": code, "message": message })),
-            status,
+            status: error.status(),
+            error: Some(error.into_body()),
         }
     }
 }
@@ -62,14 +69,14 @@ struct Received {
 pub async fn upload(
     State(state): State<AppState>,
     multipart: Multipart,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<UploadAnswer>), ApiError> {
     // Waits its turn: the semaphore is never closed, so acquiring only fails if it were.
     let _slot = state
         .guard
         .upload_slots
         .acquire()
         .await
-        .map_err(|err| ApiError::Internal(err.into()))?;
+        .map_err(ApiError::internal)?;
     let received = receive(&state, multipart).await?;
     let mut results = Vec::with_capacity(received.len());
     for part in received {
@@ -77,11 +84,12 @@ pub async fn upload(
             Some(bytes) => store(&state, part.filename, &bytes).await,
             None => UploadResult::refused(
                 part.filename,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "file_too_large",
-                format!(
-                    "the file is larger than the limit of {} bytes",
-                    state.max_upload_bytes
+                ApiError::new(
+                    Code::FileTooLarge,
+                    format!(
+                        "the file is larger than the limit of {} bytes",
+                        state.max_upload_bytes
+                    ),
                 ),
             ),
         });
@@ -95,7 +103,7 @@ pub async fn upload(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(json!({ "results": results }))))
+    Ok((status, Json(UploadAnswer { results })))
 }
 
 /// Reads every part, checking the request's limits before anything is stored.
@@ -107,14 +115,14 @@ async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Recei
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
         if field.name() != Some("file") {
             let name = field.name().unwrap_or("").to_owned();
-            return Err(ApiError::bad_request(
-                "unexpected_field",
+            return Err(ApiError::new(
+                Code::UnexpectedField,
                 format!("unexpected form field {name:?}: send files in fields named \"file\""),
             ));
         }
         if received.len() == MAX_FILES {
-            return Err(ApiError::bad_request(
-                "too_many_files",
+            return Err(ApiError::new(
+                Code::TooManyFiles,
                 format!("at most {MAX_FILES} files per request; nothing was stored"),
             ));
         }
@@ -133,18 +141,18 @@ async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Recei
         let bytes = (size <= limit).then_some(bytes);
         kept += bytes.as_ref().map_or(0, |b| b.len() as u64);
         if kept > request_limit {
-            return Err(ApiError::TooLarge {
-                code: "request_too_large",
-                message: format!(
+            return Err(ApiError::new(
+                Code::RequestTooLarge,
+                format!(
                     "the files of one request may add up to {request_limit} bytes; send fewer per request (nothing was stored)"
                 ),
-            });
+            ));
         }
         received.push(Received { filename, bytes });
     }
     if received.is_empty() {
-        return Err(ApiError::bad_request(
-            "no_file",
+        return Err(ApiError::new(
+            Code::NoFile,
             "the request has no file: send multipart/form-data with one or more \"file\" fields",
         ));
     }
@@ -166,30 +174,11 @@ fn filename_problem(filename: &str) -> Option<&'static str> {
 /// Stores one file; every failure is this file's result, never the request's.
 async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult {
     if let Some(problem) = filename_problem(&filename) {
-        return UploadResult::refused(
-            filename,
-            StatusCode::BAD_REQUEST,
-            "invalid_filename",
-            problem.into(),
-        );
+        return UploadResult::refused(filename, ApiError::new(Code::InvalidFilename, problem));
     }
     let sniffed = match extract::sniff(bytes, &filename) {
         Ok(sniffed) => sniffed,
-        Err(err) => {
-            let status = match err {
-                ExtractError::Empty => StatusCode::BAD_REQUEST,
-                _ => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            };
-            let message = match &err {
-                ExtractError::Unsupported { .. } => {
-                    format!(
-                        "{err}; docket takes PDF, HTML, Markdown, plain text and PNG, JPEG or TIFF images"
-                    )
-                }
-                _ => err.to_string(),
-            };
-            return UploadResult::refused(filename, status, err.code(), message);
-        }
+        Err(err) => return UploadResult::refused(filename, err.into()),
     };
     let stored = crate::pipeline::create_with_extract_job(
         &state.pool,
@@ -215,29 +204,23 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
         Err(err) => {
             // Logged once with its cause; the client sees the stable code and status only.
             let error = ApiError::from(err);
-            let (status, code) = error.parts();
-            if status.is_server_error() {
-                tracing::error!(error = format!("{error:#}"), %filename, "could not store an upload");
-            }
-            let message = match status {
-                StatusCode::INTERNAL_SERVER_ERROR => {
-                    "the file could not be stored; try again".to_owned()
+            tracing::info_span!("upload", %filename).in_scope(|| error.log());
+            let error = match error.code() {
+                Code::Internal => {
+                    ApiError::new(Code::Internal, "the file could not be stored; try again")
                 }
-                _ => error.to_string(),
+                _ => error,
             };
-            UploadResult::refused(filename, status, code, message)
+            UploadResult::refused(filename, error)
         }
     }
 }
 
 fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
     if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return ApiError::TooLarge {
-            code: "body_too_large",
-            message: err.body_text(),
-        };
+        return ApiError::new(Code::BodyTooLarge, err.body_text());
     }
-    ApiError::bad_request("invalid_multipart", err.body_text())
+    ApiError::new(Code::InvalidMultipart, err.body_text())
 }
 
 #[cfg(test)]

@@ -288,6 +288,35 @@ async fn readyz_reports_missing_migrations(pool: PgPool) {
         .await
         .expect("get");
     assert_eq!(not_ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = not_ready.json().await.expect("JSON body");
+    let newest = docket::db::MIGRATOR.iter().map(|m| m.version).max();
+    assert_eq!(
+        body,
+        json!({ "status": "unavailable", "reason": "migrations not applied", "missing": [newest] })
+    );
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn an_unreachable_database_is_503_without_its_cause(pool: PgPool) {
+    let api = spawn_api(pool.clone(), None).await;
+    let healthy: Value = api.get_json("/healthz").await;
+    assert_eq!(healthy, json!({ "status": "ok" }));
+    pool.close().await;
+    let response = api
+        .client
+        .get(api.url("/api/documents"))
+        .send()
+        .await
+        .expect("get");
+    let (status, code, message) = error_code(response).await;
+    assert_eq!(
+        (status, code.as_str(), message.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "the database is not reachable right now; try again shortly"
+        )
+    );
 }
 
 #[test]
