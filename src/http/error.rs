@@ -74,15 +74,20 @@ impl ApiError {
         self.code.status()
     }
 
-    /// Logs a server-side error with its cause chain; client errors are the client's to read.
+    /// Logs a server-side error with its cause chain: our own failures as errors, a dependency
+    /// that is down (503) as a warning. Client errors are the client's to read.
     pub fn log(&self) {
-        if !self.status().is_server_error() {
+        let status = self.status();
+        if !status.is_server_error() {
             return;
         }
         let code = self.code.as_str();
-        match &self.cause {
-            Some(cause) => tracing::error!(code, error = format!("{cause:#}"), "request failed"),
-            None => tracing::warn!(code, message = %self.message, "request failed"),
+        let cause = self.cause.as_ref().map(|cause| format!("{cause:#}"));
+        let cause = cause.as_deref().unwrap_or(&self.message);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!(code, error = cause, "request failed");
+        } else {
+            tracing::error!(code, error = cause, "request failed");
         }
     }
 
