@@ -17,7 +17,7 @@ use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{enqueue, spawn_api};
+use crate::support::{TestApp, enqueue};
 
 const CHUNKING: ChunkConfig = ChunkConfig {
     target_tokens: 200,
@@ -306,7 +306,7 @@ async fn identical_text_is_copied_not_sent_to_the_provider(pool: PgPool) {
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn models_api_lists_adds_and_activates_versions(pool: PgPool) {
     let pipeline = pipeline(&pool, Embedder::Hash(HashEmbedder::new(8))).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let added = api
         .client
         .post(api.url("/api/models"))
@@ -356,7 +356,7 @@ async fn models_api_lists_adds_and_activates_versions(pool: PgPool) {
 }
 
 /// `GET /api/search` on `api`, as JSON (panics unless 200).
-async fn search(api: &crate::support::Api, q: &str, mode: &str) -> Value {
+async fn search(api: &TestApp, q: &str, mode: &str) -> Value {
     let response = api
         .client
         .get(api.url("/api/search"))
@@ -435,7 +435,7 @@ async fn during_a_switch_vector_search_finds_a_document_through_its_old_version(
     );
 
     // The server embeds with hash:v1:384, neither version: both are built from their rows.
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let body = search(&api, "glaciers alpine meadows mountain ridge", "vector").await;
     let hits = hit_versions(&body);
     assert_eq!(hits[0].0, mountains, "{body}");
