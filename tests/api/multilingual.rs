@@ -193,18 +193,15 @@ fn an_e5_text_gets_the_same_vector_alone_as_packed_among_others() {
 /// Uploads the documents through the API, runs the pipeline with multilingual-e5-small, and
 /// answers `/api/search` in vector mode for `question`.
 async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) -> Vec<Value> {
-    let embedder = Embedder::Local(model());
-    let pipeline = support::pipeline(pool, embedder.clone()).await;
     let api = support::TestApp::builder(pool.clone())
         .max_upload_bytes(4 << 20)
-        .embedder(embedder)
+        .embedder(Embedder::Local(model()))
         .spawn()
         .await;
     for (name, path) in files {
         api.upload_one(name, support::fixture(path)).await;
     }
-    let worker = support::TestWorker::new(pool, &pipeline, 1);
-    worker.run_until_idle().await;
+    api.worker().await.run_until_idle().await;
     let not_ready: i64 =
         sqlx::query_scalar("select count(*) from documents where status <> 'ready'")
             .fetch_one(pool)
@@ -221,7 +218,7 @@ async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) ->
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.expect("JSON");
     assert_eq!(body["mode"], "vector");
-    assert_eq!(body["model_version"], pipeline.model.model_version.as_str());
+    assert_eq!(body["model_version"], api.model().model_version.as_str());
     body["hits"].as_array().expect("hits").clone()
 }
 

@@ -157,9 +157,9 @@ impl TestApp {
         super::pipeline_chunking(&self.pool, self.embedder.clone(), self.chunking).await
     }
 
-    /// A worker running the app's pipeline, for the test to drive.
+    /// A worker running the app's pipeline (one embed job at a time), for the test to drive.
     pub async fn worker(&self) -> TestWorker {
-        TestWorker::new(&self.pool, &self.pipeline().await, 2)
+        TestWorker::new(&self.pool, &self.pipeline().await, 1)
     }
 
     /// GETs `path` and parses the JSON body, whatever the status.
