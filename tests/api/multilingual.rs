@@ -209,14 +209,8 @@ async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) ->
             .expect("count");
     assert_eq!(not_ready, 0, "every document is ready");
     let q: String = url::form_urlencoded::byte_serialize(question.as_bytes()).collect();
-    let response = api
-        .client
-        .get(api.url(&format!("/api/search?q={q}&mode=vector&k=5")))
-        .send()
-        .await
-        .expect("search");
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: Value = response.json().await.expect("JSON");
+    let (status, body) = api.search(&format!("q={q}&mode=vector&k=5")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["mode"], "vector");
     assert_eq!(body["model_version"], api.model().model_version.as_str());
     body["hits"].as_array().expect("hits").clone()
@@ -304,14 +298,7 @@ async fn the_paraphrase_check_passes_with_the_multilingual_model_too(pool: PgPoo
 /// `/api/search` in vector mode for `question` on `api`: the status and the body.
 async fn search_vector(api: &support::TestApp, question: &str) -> (StatusCode, Value) {
     let q: String = url::form_urlencoded::byte_serialize(question.as_bytes()).collect();
-    let response = api
-        .client
-        .get(api.url(&format!("/api/search?q={q}&mode=vector&k=3")))
-        .send()
-        .await
-        .expect("search");
-    let status = response.status();
-    (status, response.json().await.expect("JSON"))
+    api.search(&format!("q={q}&mode=vector&k=3")).await
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
