@@ -6,10 +6,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;
 
-use crate::support::{
-    chunks, document, drive, fixture, hash_pipeline, pipeline_worker, spawn_api,
-    spawn_api_with_limit, upload, upload_one,
-};
+use crate::support::{TestApp, chunks, fixture};
 
 async fn count(pool: &PgPool, sql: &str, id: Option<i64>) -> i64 {
     let query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()));
@@ -36,8 +33,11 @@ fn error_message(body: &Value) -> &str {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_file_over_the_limit_is_413_and_one_at_the_limit_is_accepted(pool: PgPool) {
-    let api = spawn_api_with_limit(pool.clone(), None, 1000).await;
-    let (status, body) = upload(&api, &[("big.txt", vec![b'a'; 1001])]).await;
+    let api = TestApp::builder(pool.clone())
+        .max_upload_bytes(1000)
+        .spawn()
+        .await;
+    let (status, body) = api.upload(&[("big.txt", vec![b'a'; 1001])]).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(error_code(&body), "file_too_large");
     assert!(body["results"][0]["document"].is_null());
@@ -46,41 +46,46 @@ async fn a_file_over_the_limit_is_413_and_one_at_the_limit_is_accepted(pool: PgP
         0
     );
 
-    let (status, body) = upload(&api, &[("fits.txt", vec![b'b'; 1000])]).await;
+    let (status, body) = api.upload(&[("fits.txt", vec![b'b'; 1000])]).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     // In a mixed request the big file is refused on its own and the small one still lands.
-    let (status, body) = upload(
-        &api,
-        &[
+    let (status, body) = api
+        .upload(&[
             ("big2.txt", vec![b'c'; 5000]),
             ("small.txt", b"small".to_vec()),
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(error_code(&body), "file_too_large");
     assert_eq!(body["results"][1]["document"]["filename"], "small.txt");
 
     // The per-file limit is the only one: a file bigger than axum's 2 MB default body limit
     // but under ours is accepted.
-    let api = spawn_api_with_limit(pool.clone(), None, 8 * 1024 * 1024).await;
-    let (status, body) = upload(&api, &[("three-mb.txt", b"word ".repeat(600_000))]).await;
+    let api = TestApp::builder(pool.clone())
+        .max_upload_bytes(8 * 1024 * 1024)
+        .spawn()
+        .await;
+    let (status, body) = api
+        .upload(&[("three-mb.txt", b"word ".repeat(600_000))])
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["results"][0]["document"]["byte_size"], 3_000_000);
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_gif_and_text_named_pdf_are_415_naming_what_they_are(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     // GIF is an image type docket does not read (PNG, JPEG and TIFF go to OCR).
     let gif =
         b"GIF89a\x01\0\x01\0\x80\0\0\xff\xff\xff\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
-    let (status, body) = upload(&api, &[("typewriter.pdf", gif.to_vec())]).await;
+    let (status, body) = api.upload(&[("typewriter.pdf", gif.to_vec())]).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
     assert_eq!(error_code(&body), "unsupported_type");
     assert!(error_message(&body).contains("image/gif"), "{body}");
 
-    let (status, body) = upload(&api, &[("bad1.pdf", fixture("malformed/bad1.pdf"))]).await;
+    let (status, body) = api
+        .upload(&[("bad1.pdf", fixture("malformed/bad1.pdf"))])
+        .await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
     assert_eq!(error_code(&body), "not_a_pdf");
     assert_eq!(
@@ -95,8 +100,8 @@ async fn a_gif_and_text_named_pdf_are_415_naming_what_they_are(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn empty_files_missing_file_fields_and_broken_multipart_are_400(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let (status, body) = upload(&api, &[("empty.txt", Vec::new())]).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let (status, body) = api.upload(&[("empty.txt", Vec::new())]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(error_code(&body), "empty_file");
 
@@ -146,10 +151,10 @@ async fn empty_files_missing_file_fields_and_broken_multipart_are_400(pool: PgPo
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_same_bytes_again_return_the_existing_document_with_200(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let bytes = b"the same words twice".to_vec();
-    let first = upload_one(&api, "first.txt", bytes.clone()).await;
-    let (status, body) = upload(&api, &[("second name.txt", bytes)]).await;
+    let first = api.upload_one("first.txt", bytes.clone()).await;
+    let (status, body) = api.upload(&[("second name.txt", bytes)]).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let result = &body["results"][0];
     assert_eq!(result["duplicate"], true);
@@ -165,7 +170,7 @@ async fn the_same_bytes_again_return_the_existing_document_with_200(pool: PgPool
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn twenty_files_in_one_request_come_back_in_order(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let files: Vec<(String, Vec<u8>)> = (0..20)
         .map(|i| {
             (
@@ -180,7 +185,7 @@ async fn twenty_files_in_one_request_come_back_in_order(pool: PgPool) {
         .rev()
         .map(|(name, bytes)| (name.as_str(), bytes.clone()))
         .collect();
-    let (status, body) = upload(&api, &files).await;
+    let (status, body) = api.upload(&files).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let results = body["results"].as_array().expect("results");
     assert_eq!(results.len(), 20);
@@ -208,7 +213,7 @@ async fn twenty_files_in_one_request_come_back_in_order(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn hostile_filenames_are_stored_verbatim_as_data_and_downloads_are_safe(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     for (name, bytes) in [
         (
             "../../etc/passwd",
@@ -239,7 +244,7 @@ async fn hostile_filenames_are_stored_verbatim_as_data_and_downloads_are_safe(po
         let body: Value = response.json().await.expect("JSON");
         assert_eq!(body["results"][0]["filename"], name);
         let id = body["results"][0]["document"]["id"].as_i64().expect("id");
-        assert_eq!(document(&api, id).await["filename"], name);
+        assert_eq!(api.document(id).await["filename"], name);
         let stored: String = sqlx::query_scalar("select filename from documents where id = $1")
             .bind(id)
             .fetch_one(&pool)
@@ -292,9 +297,9 @@ async fn a_failure_after_the_document_insert_leaves_nothing_behind(pool: PgPool)
     .execute(&pool)
     .await
     .expect("install the trigger");
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let bytes = b"a document whose job cannot be enqueued".to_vec();
-    let (status, body) = upload(&api, &[("doomed.txt", bytes.clone())]).await;
+    let (status, body) = api.upload(&[("doomed.txt", bytes.clone())]).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     assert!(
         !body.to_string().contains("refused by the test"),
@@ -315,28 +320,26 @@ async fn a_failure_after_the_document_insert_leaves_nothing_behind(pool: PgPool)
         .execute(&pool)
         .await
         .expect("drop the trigger");
-    let (status, body) = upload(&api, &[("doomed.txt", bytes)]).await;
+    let (status, body) = api.upload(&[("doomed.txt", bytes)]).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["results"][0]["duplicate"], false);
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn listing_pages_newest_first_filters_by_status_and_refuses_unknown_ones(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(
-            upload_one(
-                &api,
-                &format!("n{i}.txt"),
-                format!("note {i} text").into_bytes(),
-            )
-            .await,
+            api.upload_one(&format!("n{i}.txt"), format!("note {i} text").into_bytes())
+                .await,
         );
     }
-    let worker = pipeline_worker(&pool, &hash_pipeline(&pool).await, 2);
-    drive(&pool, &worker, 20).await;
-    let pending = upload_one(&api, "late.txt", b"uploaded after the run".to_vec()).await;
+    let worker = api.worker().await;
+    worker.run_until_idle().await;
+    let pending = api
+        .upload_one("late.txt", b"uploaded after the run".to_vec())
+        .await;
 
     let list = |query: String| {
         let api = &api;
@@ -393,13 +396,13 @@ async fn listing_pages_newest_first_filters_by_status_and_refuses_unknown_ones(p
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn detail_download_delete_and_reprocess_of_a_real_pdf(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let bytes = fixture("pdf/pdflatex-outline.pdf");
-    let id = upload_one(&api, "outline.pdf", bytes.clone()).await;
-    let worker = pipeline_worker(&pool, &hash_pipeline(&pool).await, 2);
-    drive(&pool, &worker, 20).await;
+    let id = api.upload_one("outline.pdf", bytes.clone()).await;
+    let worker = api.worker().await;
+    worker.run_until_idle().await;
 
-    let detail = document(&api, id).await;
+    let detail = api.document(id).await;
     assert_eq!(detail["status"], "ready", "{detail}");
     let chunk_count = count(
         &pool,
@@ -465,8 +468,8 @@ async fn detail_download_delete_and_reprocess_of_a_real_pdf(pool: PgPool) {
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let body: Value = response.json().await.expect("JSON");
     assert_eq!(body["status"], "uploaded");
-    drive(&pool, &worker, 20).await;
-    let detail = document(&api, id).await;
+    worker.run_until_idle().await;
+    let detail = api.document(id).await;
     assert_eq!(detail["status"], "ready", "{detail}");
     assert_eq!(detail["chunk_count"], chunk_count);
     assert_eq!(
@@ -523,13 +526,17 @@ fn is_hangul(c: char) -> bool {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn real_pdfs_keep_their_pages_and_the_korean_pdf_gives_korean_chunks(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let outline = upload_one(&api, "outline.pdf", fixture("pdf/pdflatex-outline.pdf")).await;
-    let korean = upload_one(&api, "cjk-ko-doc.pdf", fixture("pdf/cjk-ko-doc.pdf")).await;
-    let worker = pipeline_worker(&pool, &hash_pipeline(&pool).await, 2);
-    drive(&pool, &worker, 20).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let outline = api
+        .upload_one("outline.pdf", fixture("pdf/pdflatex-outline.pdf"))
+        .await;
+    let korean = api
+        .upload_one("cjk-ko-doc.pdf", fixture("pdf/cjk-ko-doc.pdf"))
+        .await;
+    let worker = api.worker().await;
+    worker.run_until_idle().await;
 
-    assert_eq!(document(&api, outline).await["status"], "ready");
+    assert_eq!(api.document(outline).await["status"], "ready");
     let outline_chunks = chunks(&pool, outline).await;
     let pages: Vec<i32> = outline_chunks.iter().map(|(page, _)| *page).collect();
     assert!(pages.is_sorted(), "chunk pages go forward: {pages:?}");
@@ -553,7 +560,7 @@ async fn real_pdfs_keep_their_pages_and_the_korean_pdf_gives_korean_chunks(pool:
         on_page(2)
     );
 
-    let detail = document(&api, korean).await;
+    let detail = api.document(korean).await;
     assert_eq!(detail["status"], "ready", "{detail}");
     assert_eq!(detail["page_count"], 6);
     let korean_chunks = chunks(&pool, korean).await;
@@ -578,7 +585,7 @@ async fn real_pdfs_keep_their_pages_and_the_korean_pdf_gives_korean_chunks(pool:
 async fn every_malformed_file_is_refused_or_fails_with_a_reason_and_the_worker_keeps_working(
     pool: PgPool,
 ) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/malformed");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .expect("malformed fixtures")
@@ -596,11 +603,9 @@ async fn every_malformed_file_is_refused_or_fails_with_a_reason_and_the_worker_k
     let mut accepted = Vec::new();
     let mut report = Vec::new();
     for name in &names {
-        let (status, body) = upload(
-            &api,
-            &[(name.as_str(), fixture(&format!("malformed/{name}")))],
-        )
-        .await;
+        let (status, body) = api
+            .upload(&[(name.as_str(), fixture(&format!("malformed/{name}")))])
+            .await;
         match status {
             StatusCode::CREATED => {
                 accepted.push((
@@ -616,11 +621,11 @@ async fn every_malformed_file_is_refused_or_fails_with_a_reason_and_the_worker_k
             other => panic!("{name}: unexpected upload status {other}: {body}"),
         }
     }
-    let worker = pipeline_worker(&pool, &hash_pipeline(&pool).await, 2);
-    drive(&pool, &worker, 30).await;
+    let worker = api.worker().await;
+    worker.run_until_idle_within(30).await;
 
     for (name, id) in &accepted {
-        let detail = document(&api, *id).await;
+        let detail = api.document(*id).await;
         let status = detail["status"].as_str().expect("status");
         match status {
             "failed" => {
@@ -689,7 +694,9 @@ async fn every_malformed_file_is_refused_or_fails_with_a_reason_and_the_worker_k
     );
 
     // The same worker still serves: a good document goes all the way.
-    let good = upload_one(&api, "after.md", fixture("text/pdfjs-README.md")).await;
-    drive(&pool, &worker, 20).await;
-    assert_eq!(document(&api, good).await["status"], "ready");
+    let good = api
+        .upload_one("after.md", fixture("text/pdfjs-README.md"))
+        .await;
+    worker.run_until_idle().await;
+    assert_eq!(api.document(good).await["status"], "ready");
 }

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::time::Instant;
 
-use crate::support::{database_url, openai_embedder, spawn_api, upload_one, wait_until};
+use crate::support::{TestApp, database_url, openai_embedder, wait_until};
 
 const DIMS: usize = 32;
 
@@ -207,10 +207,11 @@ async fn a_worker_killed_while_holding_budget_costs_the_fleet_at_most_one_slice(
     // allowance is one second too. The child's four embed workers want far more than that, so
     // at any moment one of them holds a booked slice and waits for its start.
     let server = server(EmbeddingServerConfig::default()).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     for i in 0..20 {
         let text = format!("Document {i} is short and has one chunk about rate budgets.\n");
-        upload_one(&api, &format!("doc-{i}.txt"), text.into_bytes()).await;
+        api.upload_one(&format!("doc-{i}.txt"), text.into_bytes())
+            .await;
     }
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docket"))
         .arg("worker")

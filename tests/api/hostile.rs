@@ -13,9 +13,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use sqlx::PgPool;
 
-use crate::support::{
-    drive, pdf_limits, pipeline_worker, spawn_api, spawn_api_with, upload, upload_one,
-};
+use crate::support::{TestApp, TestWorker, pdf_limits};
 
 async fn document_count(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select count(*) from documents")
@@ -26,12 +24,12 @@ async fn document_count(pool: &PgPool) -> i64 {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let files: Vec<(String, Vec<u8>)> = (0..101)
         .map(|i| (format!("f{i}.txt"), format!("file number {i}").into_bytes()))
         .collect();
     let named: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
-    let (status, body) = upload(&api, &named).await;
+    let (status, body) = api.upload(&named).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["code"], "too_many_files");
     assert_eq!(
@@ -41,19 +39,15 @@ async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
     );
 
     // Two files under the per-file limit that together pass it.
-    let small = spawn_api_with(
-        pool.clone(),
-        None,
-        docket::http::MIN_REQUEST_BYTES / 2 + 1,
-        docket::http::Guard::default(),
-    )
-    .await;
+    let small = TestApp::builder(pool.clone())
+        .max_upload_bytes(docket::http::MIN_REQUEST_BYTES / 2 + 1)
+        .guard(docket::http::Guard::default())
+        .spawn()
+        .await;
     let half = (docket::http::MIN_REQUEST_BYTES / 2 + 1) as usize;
-    let (status, body) = upload(
-        &small,
-        &[("a.txt", vec![b'a'; half]), ("b.txt", vec![b'b'; half])],
-    )
-    .await;
+    let (status, body) = small
+        .upload(&[("a.txt", vec![b'a'; half]), ("b.txt", vec![b'b'; half])])
+        .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(body["error"]["code"], "request_too_large");
     assert_eq!(document_count(&pool).await, 0);
@@ -61,20 +55,18 @@ async fn a_request_over_its_limits_stores_nothing(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_file_with_a_bad_name_fails_alone(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     // A C1 control character passes HTTP's header rules but is no part of a name.
-    let (status, body) = upload(
-        &api,
-        &[
+    let (status, body) = api
+        .upload(&[
             ("first.txt", b"the first file".to_vec()),
             (
                 "next\u{85}line.txt",
                 b"a name with a control character".to_vec(),
             ),
             ("last.txt", b"the last file".to_vec()),
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let results = body["results"].as_array().expect("results");
     assert_eq!(results.len(), 3);
@@ -86,14 +78,12 @@ async fn a_file_with_a_bad_name_fails_alone(pool: PgPool) {
 
     // A NUL never gets past the multipart parser; the request is refused before the file
     // ahead of it is stored.
-    let (status, body) = upload(
-        &api,
-        &[
+    let (status, body) = api
+        .upload(&[
             ("ahead.txt", b"a file ahead of the bad part".to_vec()),
             ("nul\0byte.txt", b"a name PostgreSQL cannot store".to_vec()),
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(
         document_count(&pool).await,
@@ -105,7 +95,7 @@ async fn a_file_with_a_bad_name_fails_alone(pool: PgPool) {
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
     let guard = docket::http::Guard::new(Default::default(), Duration::from_secs(1), 1);
-    let api = Arc::new(spawn_api_with(pool.clone(), None, 1024 * 1024, guard).await);
+    let api = Arc::new(TestApp::builder(pool.clone()).guard(guard).spawn().await);
     // A client that sends the start of a file and then nothing, for ever.
     let head = "--cut\r\ncontent-disposition: form-data; name=\"file\"; filename=\"slow.txt\"\r\n\
                 content-type: text/plain\r\n\r\nthe first bytes of a file that never ends";
@@ -127,7 +117,9 @@ async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
     };
     // Let the slow upload take the only slot first.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let id = upload_one(&api, "quick.txt", b"a normal upload".to_vec()).await;
+    let id = api
+        .upload_one("quick.txt", b"a normal upload".to_vec())
+        .await;
     let quick_done = tokio::time::Instant::now();
     let (slow_done, slow_status) = tokio::time::timeout(Duration::from_secs(10), slow)
         .await
@@ -156,10 +148,16 @@ async fn an_extraction_past_its_deadline_fails_the_document(pool: PgPool) {
     );
     pipeline.prepare().await.expect("prepare");
     let pipeline = Arc::new(pipeline);
-    let api = spawn_api_with(pool.clone(), None, 16 << 20, docket::http::Guard::default()).await;
+    let api = TestApp::builder(pool.clone())
+        .max_upload_bytes(16 << 20)
+        .guard(docket::http::Guard::default())
+        .spawn()
+        .await;
     let text: String = (0..400_000).map(|i| format!("word{i} ")).collect();
-    let id = upload_one(&api, "long.txt", text.into_bytes()).await;
-    drive(&pool, &pipeline_worker(&pool, &pipeline, 1), 5).await;
+    let id = api.upload_one("long.txt", text.into_bytes()).await;
+    TestWorker::new(&pool, &pipeline, 1)
+        .run_until_idle_within(5)
+        .await;
     let (status, code): (String, Option<String>) =
         sqlx::query_as("select status, error ->> 'code' from documents where id = $1")
             .bind(id)

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::spawn_api;
+use crate::support::TestApp;
 
 fn fixture(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,7 +67,7 @@ fn sample_folder() -> tempfile::TempDir {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_folder_is_ingested_with_a_summary_and_a_rerun_finds_duplicates(pool: sqlx::PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let folder = sample_folder();
     let path = folder.path().to_str().expect("utf-8 temp path");
 
@@ -125,7 +125,7 @@ async fn a_folder_is_ingested_with_a_summary_and_a_rerun_finds_duplicates(pool: 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn accepted_files_exit_zero_and_a_missing_token_exits_two(pool: sqlx::PgPool) {
     let token = "a-token-of-sixteen-chars";
-    let api = spawn_api(pool.clone(), Some(token)).await;
+    let api = TestApp::builder(pool.clone()).token(token).spawn().await;
     let file = fixture("text/pdfjs-README.md");
     let file = file.to_str().expect("utf-8 path");
 

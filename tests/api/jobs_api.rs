@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{enqueue, spawn_api};
+use crate::support::{TestApp, enqueue};
 
 async fn error_code(response: reqwest::Response) -> (StatusCode, String, String) {
     let status = response.status();
@@ -25,7 +25,7 @@ async fn error_code(response: reqwest::Response) -> (StatusCode, String, String)
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let created = api
         .client
         .post(api.url("/api/jobs"))
@@ -82,7 +82,7 @@ async fn enqueue_list_show_cancel_and_retry_through_the_api(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn bad_input_gets_clear_client_errors(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let post = |body: Value| api.client.post(api.url("/api/jobs")).json(&body).send();
 
     let (status, code, message) =
@@ -224,7 +224,7 @@ async fn bad_input_gets_clear_client_errors(pool: PgPool) {
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn token_guards_the_api_but_not_health_or_the_page(pool: PgPool) {
     let token = "a-long-enough-test-token";
-    let api = spawn_api(pool, Some(token)).await;
+    let api = TestApp::builder(pool).token(token).spawn().await;
     let (status, code, _) = error_code(
         api.client
             .get(api.url("/api/jobs"))
@@ -267,7 +267,7 @@ async fn token_guards_the_api_but_not_health_or_the_page(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn readyz_reports_missing_migrations(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let ready = api
         .client
         .get(api.url("/readyz"))

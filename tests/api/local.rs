@@ -8,15 +8,12 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use docket::chunk::TokenCounter;
 use docket::documents::NewDocument;
 use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
-use docket::pipeline::{self, Pipeline, PipelineConcurrency};
-use docket::queue::Queue;
-use docket::worker::{Registry, Worker, WorkerConfig};
+use docket::pipeline::{self, Pipeline};
 use sqlx::PgPool;
 
 /// The directory the default model is installed in, by the same rule as the configuration.
@@ -231,20 +228,9 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
         .expect("store");
         ids.push((path, stored.document.id.0));
     }
-    let mut registry = Registry::new();
-    pipeline.register(
-        &mut registry,
-        PipelineConcurrency {
-            extract: 2,
-            embed: 1,
-        },
-    );
-    let worker = Worker::new(
-        Queue::new(pool.clone(), Duration::from_secs(60)),
-        registry,
-        WorkerConfig::for_lease(Duration::from_secs(60)),
-    );
-    worker.run_until_idle().await.expect("run the pipeline");
+    crate::support::TestWorker::new(&pool, &pipeline, 1)
+        .run_due()
+        .await;
     for (path, id) in &ids {
         let status: String = sqlx::query_scalar("select status from documents where id = $1")
             .bind(id)

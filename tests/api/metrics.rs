@@ -12,7 +12,7 @@ use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{enqueue, openai_embedder, spawn_api};
+use crate::support::{TestApp, enqueue, openai_embedder};
 
 /// One sample: metric name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
@@ -145,7 +145,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .map(|(_, _, v)| *v)
 }
 
-async fn scrape(api: &crate::support::Api) -> Vec<Sample> {
+async fn scrape(api: &TestApp) -> Vec<Sample> {
     let response = api
         .client
         .get(api.url("/metrics"))
@@ -164,7 +164,7 @@ async fn scrape(api: &crate::support::Api) -> Vec<Sample> {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn metrics_parse_as_prometheus_text_and_match_the_database(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     // A kind no other test uses, so this process's counters for it are ours alone.
     let kind = "metrics-probe";
     for n in 0..3 {
@@ -292,7 +292,12 @@ async fn metrics_off_loopback_need_a_token(pool: PgPool) {
         ..Default::default()
     };
     let api_token = "api-token-0123456789abc";
-    let api = crate::support::spawn_api_with(pool, Some(api_token), 1024, guard).await;
+    let api = TestApp::builder(pool)
+        .token(api_token)
+        .max_upload_bytes(1024)
+        .guard(guard)
+        .spawn()
+        .await;
     let get = |token: Option<&str>| {
         let mut request = api.client.get(api.url("/metrics"));
         if let Some(token) = token {
@@ -326,7 +331,11 @@ async fn the_database_gauges_are_read_at_most_once_per_interval(pool: PgPool) {
         gauges: std::sync::Arc::new(docket::metrics::GaugeCache::new(Duration::from_secs(600))),
         ..Default::default()
     };
-    let api = crate::support::spawn_api_with(pool.clone(), None, 1024, guard).await;
+    let api = TestApp::builder(pool.clone())
+        .max_upload_bytes(1024)
+        .guard(guard)
+        .spawn()
+        .await;
     // Many scrapes at once: one reading serves them all.
     let scrapes = (0..8).map(|_| scrape(&api));
     for samples in futures::future::join_all(scrapes).await {

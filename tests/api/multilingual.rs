@@ -193,14 +193,15 @@ fn an_e5_text_gets_the_same_vector_alone_as_packed_among_others() {
 /// Uploads the documents through the API, runs the pipeline with multilingual-e5-small, and
 /// answers `/api/search` in vector mode for `question`.
 async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) -> Vec<Value> {
-    let embedder = Embedder::Local(model());
-    let pipeline = support::pipeline(pool, embedder.clone()).await;
-    let api = support::spawn_api_embedding_with(pool.clone(), None, 4 << 20, embedder).await;
+    let api = support::TestApp::builder(pool.clone())
+        .max_upload_bytes(4 << 20)
+        .embedder(Embedder::Local(model()))
+        .spawn()
+        .await;
     for (name, path) in files {
-        support::upload_one(&api, name, support::fixture(path)).await;
+        api.upload_one(name, support::fixture(path)).await;
     }
-    let worker = support::pipeline_worker(pool, &pipeline, 1);
-    support::drive(pool, &worker, 20).await;
+    api.worker().await.run_until_idle().await;
     let not_ready: i64 =
         sqlx::query_scalar("select count(*) from documents where status <> 'ready'")
             .fetch_one(pool)
@@ -208,16 +209,10 @@ async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) ->
             .expect("count");
     assert_eq!(not_ready, 0, "every document is ready");
     let q: String = url::form_urlencoded::byte_serialize(question.as_bytes()).collect();
-    let response = api
-        .client
-        .get(api.url(&format!("/api/search?q={q}&mode=vector&k=5")))
-        .send()
-        .await
-        .expect("search");
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: Value = response.json().await.expect("JSON");
+    let (status, body) = api.search(&format!("q={q}&mode=vector&k=5")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["mode"], "vector");
-    assert_eq!(body["model_version"], pipeline.model.model_version.as_str());
+    assert_eq!(body["model_version"], api.model().model_version.as_str());
     body["hits"].as_array().expect("hits").clone()
 }
 
@@ -301,16 +296,9 @@ async fn the_paraphrase_check_passes_with_the_multilingual_model_too(pool: PgPoo
 }
 
 /// `/api/search` in vector mode for `question` on `api`: the status and the body.
-async fn search_vector(api: &support::Api, question: &str) -> (StatusCode, Value) {
+async fn search_vector(api: &support::TestApp, question: &str) -> (StatusCode, Value) {
     let q: String = url::form_urlencoded::byte_serialize(question.as_bytes()).collect();
-    let response = api
-        .client
-        .get(api.url(&format!("/api/search?q={q}&mode=vector&k=3")))
-        .send()
-        .await
-        .expect("search");
-    let status = response.status();
-    (status, response.json().await.expect("JSON"))
+    api.search(&format!("q={q}&mode=vector&k=3")).await
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
@@ -318,14 +306,13 @@ async fn after_a_change_of_default_model_the_old_vectors_stay_searchable(pool: P
     // Before the upgrade: all-MiniLM-L6-v2 embedded a document, and its version is active.
     let minilm = crate::local::model();
     let old = support::pipeline(&pool, Embedder::Local(minilm.clone())).await;
-    let api = support::spawn_api(pool.clone(), None).await;
-    let id = support::upload_one(
-        &api,
-        "pdfjs-README.md",
-        support::fixture("text/pdfjs-README.md"),
-    )
-    .await;
-    support::drive(&pool, &support::pipeline_worker(&pool, &old, 1), 20).await;
+    let api = support::TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("pdfjs-README.md", support::fixture("text/pdfjs-README.md"))
+        .await;
+    support::TestWorker::new(&pool, &old, 1)
+        .run_until_idle()
+        .await;
 
     // After it: multilingual-e5-small, with the old default loaded beside it, takes over.
     let e5 = Embedder::Local(model().with_previous(minilm));
@@ -350,7 +337,11 @@ async fn after_a_change_of_default_model_the_old_vectors_stay_searchable(pool: P
     // The document has no e5 set yet: it is searched through its MiniLM vectors, with the
     // query embedded by MiniLM.
     let question = "how do I serve the viewer from my own machine during development";
-    let api = support::spawn_api_embedding_with(pool.clone(), None, 4 << 20, e5).await;
+    let api = support::TestApp::builder(pool.clone())
+        .max_upload_bytes(4 << 20)
+        .embedder(e5)
+        .spawn()
+        .await;
     let (status, body) = search_vector(&api, question).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["partial"], false, "{body}");
@@ -364,9 +355,11 @@ async fn after_a_change_of_default_model_the_old_vectors_stay_searchable(pool: P
 
     // Without the old model beside it, a server cannot search those vectors: the only
     // vectors there are MiniLM's, so it answers that none can be searched.
-    let alone =
-        support::spawn_api_embedding_with(pool.clone(), None, 4 << 20, Embedder::Local(model()))
-            .await;
+    let alone = support::TestApp::builder(pool.clone())
+        .max_upload_bytes(4 << 20)
+        .embedder(Embedder::Local(model()))
+        .spawn()
+        .await;
     let (status, body) = search_vector(&alone, question).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 }

@@ -6,10 +6,7 @@ use docket::extract::{self, ExtractError, Extracted, Extractor, PdfLimits, sniff
 use docket::pipeline::OCR_JOB;
 use sqlx::PgPool;
 
-use crate::support::{
-    document, drive, fixture, hash_pipeline, pdf_limits, pipeline_worker, spawn_api, upload,
-    upload_one,
-};
+use crate::support::{TestApp, fixture, pdf_limits};
 
 async fn read(relative: &str, limits: &PdfLimits) -> Result<Extracted, ExtractError> {
     let bytes = fixture(relative);
@@ -149,13 +146,14 @@ async fn more_pages_than_the_ocr_cap_fail_with_a_readable_reason() {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_scanned_pdf_ends_ready_through_the_ocr_step(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let pipeline = hash_pipeline(&pool).await;
-    let worker = pipeline_worker(&pool, &pipeline, 2);
-    let id = upload_one(&api, "c02-22.pdf", fixture("pdf/c02-22.pdf")).await;
-    drive(&pool, &worker, 20).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let worker = api.worker().await;
+    let id = api
+        .upload_one("c02-22.pdf", fixture("pdf/c02-22.pdf"))
+        .await;
+    worker.run_until_idle().await;
 
-    let doc = document(&api, id).await;
+    let doc = api.document(id).await;
     assert_eq!(doc["status"], "ready", "{doc}");
     assert_eq!(doc["page_count"], 1);
     assert!(doc["progress"].is_null(), "{doc}");
@@ -179,46 +177,45 @@ async fn a_scanned_pdf_ends_ready_through_the_ocr_step(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn hostile_images_fail_with_a_reason_and_the_worker_keeps_working(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let pipeline = hash_pipeline(&pool).await;
-    let worker = pipeline_worker(&pool, &pipeline, 2);
-    let (status, body) = upload(
-        &api,
-        &[
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let worker = api.worker().await;
+    let (status, body) = api
+        .upload(&[
             ("bomb.png", fixture("image/bomb-20000x20000.png")),
             ("cut.jpg", fixture("image/c02-22.truncated.jpg")),
             (
                 "notes.txt",
                 b"Plain words that must still be indexed.".to_vec(),
             ),
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
     let ids: Vec<i64> = (0..3)
         .map(|i| body["results"][i]["document"]["id"].as_i64().unwrap())
         .collect();
     assert_eq!(body["results"][0]["document"]["content_type"], "image/png");
-    drive(&pool, &worker, 20).await;
+    worker.run_until_idle().await;
 
-    let bomb = document(&api, ids[0]).await;
+    let bomb = api.document(ids[0]).await;
     assert_eq!(bomb["status"], "failed");
     assert_eq!(bomb["error"]["code"], "image_too_large");
     assert_eq!(
         bomb["error"]["message"],
         "the image is 20000 × 20000 pixels; docket reads images up to 50 megapixels"
     );
-    let cut = document(&api, ids[1]).await;
+    let cut = api.document(ids[1]).await;
     assert_eq!(cut["status"], "failed");
     assert_eq!(cut["error"]["code"], "image_malformed");
     assert_eq!(
         cut["error"]["message"],
         "the image is damaged: the JPEG is truncated (no end-of-image marker)"
     );
-    assert_eq!(document(&api, ids[2]).await["status"], "ready");
+    assert_eq!(api.document(ids[2]).await["status"], "ready");
     // A photo uploaded after them is still read.
-    let photo = upload_one(&api, "page.jpg", fixture("image/c02-22.jpg")).await;
-    drive(&pool, &worker, 20).await;
-    let doc = document(&api, photo).await;
+    let photo = api
+        .upload_one("page.jpg", fixture("image/c02-22.jpg"))
+        .await;
+    worker.run_until_idle().await;
+    let doc = api.document(photo).await;
     assert_eq!(doc["status"], "ready", "{doc}");
 }

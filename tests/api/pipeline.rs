@@ -15,8 +15,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    Api, chunks, database_url, document, drive, fixture, openai_embedder, pipeline,
-    pipeline_worker, spawn_api, upload_one, wait_until,
+    TestApp, TestWorker, chunks, database_url, fixture, openai_embedder, pipeline, wait_until,
 };
 
 const DIMS: usize = 32;
@@ -30,21 +29,21 @@ async fn server(cfg: EmbeddingServerConfig) -> EmbeddingServer {
 /// Runs a real background worker (which honours every `run_at`, unlike `drive`) until each
 /// of `ids` has left the pipeline, then stops it.
 async fn run_until_settled(
-    api: &Api,
+    api: &TestApp,
     pool: &PgPool,
     pipeline: &Arc<Pipeline>,
     ids: &[i64],
     embed: usize,
 ) {
-    let worker = pipeline_worker(pool, pipeline, embed);
+    let worker = TestWorker::new(pool, pipeline, embed);
     let stop = CancellationToken::new();
-    let handle = tokio::spawn(worker.run(stop.clone().cancelled_owned()));
+    let handle = tokio::spawn(worker.into_worker().run(stop.clone().cancelled_owned()));
     wait_until(
         Duration::from_secs(180),
         "every document ready or failed",
         || async {
             for id in ids {
-                let status = document(api, *id).await["status"].clone();
+                let status = api.document(*id).await["status"].clone();
                 if status != "ready" && status != "failed" {
                     return false;
                 }
@@ -106,7 +105,7 @@ async fn thirty_percent_faults_under_a_tight_limit_end_ready_with_every_text_emb
         c.max_elapsed = Duration::from_secs(30);
     });
     let pipeline = pipeline(&pool, embedder).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let mut ids = Vec::new();
     for (name, path) in [
         ("outline.pdf", "pdf/pdflatex-outline.pdf"),
@@ -114,12 +113,12 @@ async fn thirty_percent_faults_under_a_tight_limit_end_ready_with_every_text_emb
         ("README.md", "text/pdfjs-README.md"),
         ("faq.ko.html", "html/debian-faq-choosing.ko.html"),
     ] {
-        ids.push(upload_one(&api, name, fixture(path)).await);
+        ids.push(api.upload_one(name, fixture(path)).await);
     }
     run_until_settled(&api, &pool, &pipeline, &ids, 2).await;
 
     for id in &ids {
-        let detail = document(&api, *id).await;
+        let detail = api.document(*id).await;
         assert_eq!(detail["status"], "ready", "{detail}");
         let sets = &detail["embedding_sets"][0];
         assert_eq!(sets["embedded"], detail["chunk_count"], "{detail}");
@@ -179,13 +178,15 @@ async fn rate_limited_embeds_wait_for_retry_after_and_spend_no_attempt(pool: PgP
         c.max_elapsed = Duration::from_millis(200);
     });
     let pipeline = pipeline(&pool, embedder).await;
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "README.md", fixture("text/pdfjs-README.md")).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("README.md", fixture("text/pdfjs-README.md"))
+        .await;
     // One embed job at a time, so no request is in flight when another one sees a 429: every
     // request the server counts as early really is a retry that did not wait.
     run_until_settled(&api, &pool, &pipeline, &[id], 1).await;
 
-    let detail = document(&api, id).await;
+    let detail = api.document(id).await;
     assert_eq!(detail["status"], "ready", "{detail}");
     let stats = server.stats();
     assert!(
@@ -237,8 +238,8 @@ async fn a_worker_killed_mid_embedding_resumes_without_re_embedding_finished_bat
         ..EmbeddingServerConfig::default()
     })
     .await;
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "long.txt", long_document(400)).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api.upload_one("long.txt", long_document(400)).await;
 
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docket"))
         .arg("worker")
@@ -310,9 +311,9 @@ async fn a_worker_killed_mid_embedding_resumes_without_re_embedding_finished_bat
         .await
         .expect("rescue");
     assert_eq!(rescued.requeued, 1);
-    let worker = pipeline_worker(&pool, &pipeline, 1);
-    drive(&pool, &worker, 20).await;
-    assert_eq!(document(&api, id).await["status"], "ready");
+    let worker = TestWorker::new(&pool, &pipeline, 1);
+    worker.run_until_idle().await;
+    assert_eq!(api.document(id).await["status"], "ready");
 
     // The bound: a chunk that had its vector at the kill was embedded exactly once; the others
     // at most twice, and the twice-embedded ones are the one batch that was in flight: at most
@@ -377,12 +378,14 @@ async fn a_provider_rejection_fails_the_document_with_its_message_and_never_the_
         c.api_key = Some(docket::embed::Secret::new(KEY.to_owned()));
     });
     let pipeline = pipeline(&pool, embedder).await;
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "README.md", fixture("text/pdfjs-README.md")).await;
-    let worker = pipeline_worker(&pool, &pipeline, 1);
-    drive(&pool, &worker, 20).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("README.md", fixture("text/pdfjs-README.md"))
+        .await;
+    let worker = TestWorker::new(&pool, &pipeline, 1);
+    worker.run_until_idle().await;
 
-    let detail = document(&api, id).await;
+    let detail = api.document(id).await;
     assert_eq!(detail["status"], "failed", "{detail}");
     assert_eq!(detail["error"]["code"], "embedding_rejected", "{detail}");
     let message = detail["error"]["message"].as_str().expect("message");
@@ -439,10 +442,12 @@ async fn a_400_from_the_provider_fails_the_document_with_the_provider_message(po
     // The server makes 32-dimensional vectors; asking for 48 is a request it rejects.
     let embedder = openai_embedder(&server, 48, RateLimits::default(), |_| {});
     let pipeline = pipeline(&pool, embedder).await;
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "note.txt", b"a short note to embed".to_vec()).await;
-    drive(&pool, &pipeline_worker(&pool, &pipeline, 1), 20).await;
-    let detail = document(&api, id).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("note.txt", b"a short note to embed".to_vec())
+        .await;
+    TestWorker::new(&pool, &pipeline, 1).run_until_idle().await;
+    let detail = api.document(id).await;
     assert_eq!(detail["status"], "failed", "{detail}");
     let message = detail["error"]["message"].as_str().expect("message");
     assert!(message.contains("400"), "{message}");

@@ -19,8 +19,7 @@ use docket::search::{Fallback, Replicas, Searcher};
 use reqwest::StatusCode;
 use sqlx::PgPool;
 
-use crate::search::{register_active, seed};
-use crate::support::{spawn_api_searching, wait_until};
+use crate::support::{TestApp, wait_until};
 
 /// A streaming replica of the test server, stopped and removed on drop.
 struct StreamingReplica {
@@ -318,8 +317,8 @@ async fn wait_until_usable(replicas: &Replicas) {
     .await;
 }
 
-async fn search(api: &crate::support::Api, query: &str) -> Vec<i64> {
-    let (status, body) = crate::search::get(api, query).await;
+async fn search(api: &TestApp, query: &str) -> Vec<i64> {
+    let (status, body) = api.search(query).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["hits"]
         .as_array()
@@ -333,19 +332,22 @@ async fn search(api: &crate::support::Api, query: &str) -> Vec<i64> {
 async fn a_replica_search_finds_what_the_primary_has_and_falls_back_when_the_replica_is_stopped(
     pool: PgPool,
 ) {
-    let model = register_active(&pool).await;
-    let first = seed(
-        &pool,
-        &model,
-        "lighthouse.txt",
-        &["The lighthouse keeper climbs the spiral stairs at dusk".to_owned()],
-    )
-    .await;
+    // Written before the replica is copied, so the replica holds it from the start.
+    let writer = TestApp::builder(pool.clone()).spawn().await;
+    let first = writer
+        .upload_paragraphs(
+            "lighthouse.txt",
+            &["The lighthouse keeper climbs the spiral stairs at dusk".to_owned()],
+        )
+        .await;
     let mut replica = StreamingReplica::start(&pool).await;
     // A bound no healthy replica reaches, even on a loaded machine: lag has its own test.
     let searcher = searcher_with(&pool, &replica, Duration::from_secs(120)).await;
     let replicas = replicas_of(&searcher);
-    let api = spawn_api_searching(pool.clone(), searcher).await;
+    let api = TestApp::builder(pool.clone())
+        .searcher(searcher)
+        .spawn()
+        .await;
     wait_until_usable(&replicas).await;
 
     assert_eq!(
@@ -360,13 +362,12 @@ async fn a_replica_search_finds_what_the_primary_has_and_falls_back_when_the_rep
     assert_eq!(replicas.status()[0].searches, 2);
 
     // What the primary writes next reaches the replica by streaming, and is found there.
-    let second = seed(
-        &pool,
-        &model,
-        "harbour.txt",
-        &["Fishing boats return to the harbour before the storm".to_owned()],
-    )
-    .await;
+    let second = api
+        .upload_paragraphs(
+            "harbour.txt",
+            &["Fishing boats return to the harbour before the storm".to_owned()],
+        )
+        .await;
     wait_until(
         Duration::from_secs(30),
         "the replica has the new document",
@@ -422,17 +423,27 @@ async fn a_replica_search_finds_what_the_primary_has_and_falls_back_when_the_rep
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
-    let model = register_active(&pool).await;
     let text = |s: &str| vec![format!("Notes on tide tables and {s}")];
-    let kept = seed(&pool, &model, "kept.txt", &text("moon phases")).await;
-    let deleted = seed(&pool, &model, "deleted.txt", &text("tide tables again")).await;
+    let writer = TestApp::builder(pool.clone()).spawn().await;
+    let kept = writer
+        .upload_paragraphs("kept.txt", &text("moon phases"))
+        .await;
+    let deleted = writer
+        .upload_paragraphs("deleted.txt", &text("tide tables again"))
+        .await;
     let replica = StreamingReplica::start(&pool).await;
     // Two searchers over the same replica: one tolerates a minute of lag, one 300 ms.
     let patient = searcher_with(&pool, &replica, Duration::from_secs(60)).await;
     let strict = searcher_with(&pool, &replica, Duration::from_millis(300)).await;
     let (patient_replicas, strict_replicas) = (replicas_of(&patient), replicas_of(&strict));
-    let patient_api = spawn_api_searching(pool.clone(), patient).await;
-    let strict_api = spawn_api_searching(pool.clone(), strict).await;
+    let patient_api = TestApp::builder(pool.clone())
+        .searcher(patient)
+        .spawn()
+        .await;
+    let strict_api = TestApp::builder(pool.clone())
+        .searcher(strict)
+        .spawn()
+        .await;
     wait_until_usable(&patient_replicas).await;
     wait_until_usable(&strict_replicas).await;
     let mut both = search(&patient_api, "q=tide%20tables&mode=text").await;
@@ -486,7 +497,7 @@ async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
         !strict_replicas.status()[0].usable
     })
     .await;
-    let (status, body) = crate::search::get(&strict_api, "q=moon%20phases&mode=text").await;
+    let (status, body) = strict_api.search("q=moon%20phases&mode=text").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["hits"].as_array().map(Vec::len), Some(1), "{body}");
     assert!(strict_replicas.fallbacks(Fallback::Lagging) >= 1);
@@ -505,7 +516,7 @@ async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
         || {
             let (api, replicas) = (&strict_api, &strict_replicas);
             async move {
-                let (_, body) = crate::search::get(api, "q=tide%20tables&mode=text").await;
+                let (_, body) = api.search("q=tide%20tables&mode=text").await;
                 assert_eq!(body["hits"].as_array().map(Vec::len), Some(1), "{body}");
                 replicas.status()[0].searches > before
             }

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{database_url, spawn_api};
+use crate::support::{TestApp, database_url};
 
 fn utc(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, m, d, h, min, 0)
@@ -265,7 +265,7 @@ async fn daily_0230_runs_once_on_the_fall_back_day(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn schedules_api_creates_lists_updates_runs_and_deletes(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let created = api
         .client
         .post(api.url("/api/schedules"))

@@ -3,137 +3,41 @@
 //! live event stream.
 
 use docket::chunk::ChunkConfig;
-use docket::embed::{Embedder, HashEmbedder};
+use docket::embed::{Embedder, HashEmbedder, RateLimits};
 use docket::models::{self, ModelVersion};
 use docket::search::Scope;
+use docket_testkit::embedding_server::{self, EmbeddingServerConfig};
 use futures::StreamExt;
 use pgvector::Vector;
 use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;
 
-use crate::support::spawn_api;
+use crate::support::{self, TestApp, TestWorker, fixture};
 
-/// The version the test server embeds with (hash, 384 dims, default chunking).
-fn test_model() -> ModelVersion {
-    ModelVersion::of(
-        &Embedder::Hash(HashEmbedder::new(384)),
-        &ChunkConfig::default(),
-    )
+/// Chunks of at most 90 estimated tokens with no overlap: short enough that the README makes
+/// a few dozen chunks and that the Japanese fixture's two lines with a shared phrase land in
+/// two chunks.
+const SMALL_CHUNKS: ChunkConfig = ChunkConfig {
+    target_tokens: 90,
+    overlap_tokens: 0,
+};
+
+/// The README and the Japanese fixture uploaded and processed by `api`'s pipeline: their ids.
+async fn readme_and_japanese(api: &TestApp) -> (i64, i64) {
+    let readme = api
+        .upload_one("pdfjs-README.md", fixture("text/pdfjs-README.md"))
+        .await;
+    let japanese = api
+        .upload_one("日本語.txt", fixture("text/cjk-shift_jis.txt"))
+        .await;
+    api.worker().await.run_until_idle().await;
+    (readme, japanese)
 }
 
-pub(crate) async fn register_active(pool: &PgPool) -> ModelVersion {
-    let model = test_model();
-    models::register(pool, &model).await.expect("register");
-    models::activate(pool, &model.model_version)
-        .await
-        .expect("activate");
-    model
-}
-
-/// Stores a ready document whose chunks are `texts` (chunk i on page i / 10 + 1), with hash
-/// vectors under `model`, as the pipeline would.
-pub(crate) async fn seed(
-    pool: &PgPool,
-    model: &ModelVersion,
-    filename: &str,
-    texts: &[String],
-) -> i64 {
-    let id: i64 = sqlx::query_scalar(
-        "insert into documents (filename, content_type, byte_size, sha256, status)
-         values ($1, 'text/plain', 1, sha256(convert_to($1, 'UTF8')), 'ready')
-         returning id",
-    )
-    .bind(filename)
-    .fetch_one(pool)
-    .await
-    .expect("document");
-    let indexes: Vec<i32> = (0..texts.len() as i32).collect();
-    let pages: Vec<i32> = indexes.iter().map(|i| i / 10 + 1).collect();
-    sqlx::query(
-        "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash)
-         select $1, i, p, t, 1, sha256(convert_to(t, 'UTF8'))
-         from unnest($2::int[], $3::int[], $4::text[]) as u(i, p, t)",
-    )
-    .bind(id)
-    .bind(&indexes)
-    .bind(&pages)
-    .bind(texts)
-    .execute(pool)
-    .await
-    .expect("chunks");
-    // Chunks inserted by hand have no keyword postings: the background indexer writes them.
-    while docket::search::index::index_pending(pool, 1000)
-        .await
-        .expect("keyword indexing")
-        > 0
-    {}
-    let hash = HashEmbedder::new(model.dims as usize);
-    let vectors: Vec<Vector> = texts
-        .iter()
-        .map(|t| Vector::from(hash.embed_one(t)))
-        .collect();
-    sqlx::query(
-        "insert into embeddings (document_id, model_version, chunk_index, embedding)
-         select $1, $2, * from unnest($3::int[], $4::vector[])",
-    )
-    .bind(id)
-    .bind(&model.model_version)
-    .bind(&indexes)
-    .bind(&vectors)
-    .execute(pool)
-    .await
-    .expect("embeddings");
-    sqlx::query(
-        "insert into embedding_sets (document_id, model_version, chunk_count, completed_at)
-         values ($1, $2, $3, now())",
-    )
-    .bind(id)
-    .bind(&model.model_version)
-    .bind(texts.len() as i32)
-    .execute(pool)
-    .await
-    .expect("set");
-    id
-}
-
-/// The paragraphs of a real Markdown file from the fixtures.
-fn readme_paragraphs() -> Vec<String> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/text/pdfjs-README.md"
-    ))
-    .expect("fixture");
-    text.split("\n\n")
-        .map(str::trim)
-        .filter(|p| p.len() > 40)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The lines of the Japanese fixture, decoded from Shift_JIS.
-fn japanese_lines() -> Vec<String> {
-    let bytes = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/text/cjk-shift_jis.txt"
-    ))
-    .expect("fixture");
-    let (text, _, _) = encoding_rs::SHIFT_JIS.decode(&bytes);
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-pub(crate) async fn get(api: &crate::support::Api, query: &str) -> (StatusCode, Value) {
-    let response = api
-        .client
-        .get(api.url(&format!("/api/search?{query}")))
-        .send()
-        .await
-        .expect("search request");
-    let status = response.status();
-    (status, response.json().await.expect("JSON body"))
+/// `lines` paragraphs made by `line(i)`.
+fn lines(n: usize, line: impl Fn(usize) -> String) -> Vec<String> {
+    (0..n).map(line).collect()
 }
 
 pub(crate) fn marked(hit: &Value) -> Vec<String> {
@@ -152,13 +56,14 @@ pub(crate) fn marked(hit: &Value) -> Vec<String> {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn text_search_ranks_the_chunk_with_the_words_first_and_highlights_them(pool: PgPool) {
-    let model = register_active(&pool).await;
-    let paragraphs = readme_paragraphs();
-    let readme = seed(&pool, &model, "pdfjs-README.md", &paragraphs).await;
-    seed(&pool, &model, "japanese.txt", &japanese_lines()).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone())
+        .chunking(SMALL_CHUNKS)
+        .spawn()
+        .await;
+    let (readme, _) = readme_and_japanese(&api).await;
+    let model = api.model();
 
-    let (status, body) = get(&api, "q=local%20web%20server&mode=text").await;
+    let (status, body) = api.search("q=local%20web%20server&mode=text").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["mode"], "text");
     assert_eq!(body["model_version"], model.model_version.as_str());
@@ -194,17 +99,18 @@ async fn text_search_ranks_the_chunk_with_the_words_first_and_highlights_them(po
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn japanese_text_without_spaces_is_found_by_its_bigrams(pool: PgPool) {
-    let model = register_active(&pool).await;
-    seed(&pool, &model, "pdfjs-README.md", &readme_paragraphs()).await;
-    let lines = japanese_lines();
-    let japanese = seed(&pool, &model, "日本語.txt", &lines).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone())
+        .chunking(SMALL_CHUNKS)
+        .spawn()
+        .await;
+    let (_, japanese) = readme_and_japanese(&api).await;
 
     let phrase = "プログラミング言語";
-    let expected = lines.iter().filter(|l| l.contains(phrase)).count();
-    assert!(expected >= 2, "the fixture has the phrase on several lines");
+    let chunks = support::chunks(&pool, japanese).await;
+    let expected = chunks.iter().filter(|(_, t)| t.contains(phrase)).count();
+    assert!(expected >= 2, "the phrase is in several chunks: {chunks:?}");
     // Unquoted, the lines holding the whole word rank first, each with the word marked.
-    let (status, body) = get(&api, &format!("q={phrase}&mode=text")).await;
+    let (status, body) = api.search(&format!("q={phrase}&mode=text")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let hits = body["hits"].as_array().expect("hits");
     assert!(hits.len() >= expected, "{body}");
@@ -214,7 +120,7 @@ async fn japanese_text_without_spaces_is_found_by_its_bigrams(pool: PgPool) {
         assert!(marked(hit).iter().any(|m| m == phrase), "{hit}");
     }
     // Quoted, only they are left.
-    let (_, body) = get(&api, &format!("q=%22{phrase}%22&mode=text")).await;
+    let (_, body) = api.search(&format!("q=%22{phrase}%22&mode=text")).await;
     assert_eq!(
         body["hits"].as_array().expect("hits").len(),
         expected,
@@ -224,20 +130,21 @@ async fn japanese_text_without_spaces_is_found_by_its_bigrams(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
-    let model = register_active(&pool).await;
-    let paragraphs = readme_paragraphs();
-    let readme = seed(&pool, &model, "pdfjs-README.md", &paragraphs).await;
-    seed(&pool, &model, "japanese.txt", &japanese_lines()).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone())
+        .chunking(SMALL_CHUNKS)
+        .spawn()
+        .await;
+    let (readme, _) = readme_and_japanese(&api).await;
 
-    // A whole paragraph as the query: its own vector is the nearest one.
-    let target = paragraphs
+    // A whole chunk as the query: its own vector is the nearest one.
+    let chunks = support::chunks(&pool, readme).await;
+    let target = chunks
         .iter()
-        .position(|p| p.contains("local web server"))
-        .expect("a paragraph about the dev server");
-    let q = url::form_urlencoded::byte_serialize(paragraphs[target].as_bytes()).collect::<String>();
+        .position(|(_, text)| text.contains("local web server"))
+        .expect("a chunk about the dev server");
+    let q = url::form_urlencoded::byte_serialize(chunks[target].1.as_bytes()).collect::<String>();
     for mode in ["vector", "hybrid"] {
-        let (status, body) = get(&api, &format!("q={q}&mode={mode}&k=5")).await;
+        let (status, body) = api.search(&format!("q={q}&mode={mode}&k=5")).await;
         assert_eq!(status, StatusCode::OK, "{mode}: {body}");
         assert_eq!(body["mode"], mode);
         assert_eq!(body["semantic"], false, "the hash embedder is not semantic");
@@ -258,11 +165,19 @@ async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
-    let model = register_active(&pool).await;
-    let texts: Vec<String> = (0..3000)
-        .map(|i| format!("chunk {i} about topic {} and {}", i % 17, i % 29))
-        .collect();
-    seed(&pool, &model, "many.txt", &texts).await;
+    // One line (10 estimated tokens) a chunk.
+    let api = TestApp::builder(pool.clone())
+        .chunking(ChunkConfig {
+            target_tokens: 12,
+            overlap_tokens: 0,
+        })
+        .spawn()
+        .await;
+    let texts = lines(3000, |i| {
+        format!("chunk {i} about topic {} and {}", i % 17, i % 29)
+    });
+    api.upload_paragraphs("many.txt", &texts).await;
+    let model = api.model();
     sqlx::query("analyze embeddings")
         .execute(&pool)
         .await
@@ -292,31 +207,41 @@ async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
-    let model = register_active(&pool).await;
+    // One line (at most 13 estimated tokens) a chunk.
+    let api = TestApp::builder(pool.clone())
+        .chunking(ChunkConfig {
+            target_tokens: 16,
+            overlap_tokens: 0,
+        })
+        .spawn()
+        .await;
+    let model = api.model();
     // The big document holds 99% of the vectors, so the index's first ef_search candidates
     // hold about one chunk of the small one.
-    let big: Vec<String> = (0..3000)
-        .map(|i| {
-            format!(
-                "ledger entry {i} for account {} in region {}",
-                i % 31,
-                i % 7
-            )
-        })
-        .collect();
-    seed(&pool, &model, "big.txt", &big).await;
-    let small = seed(&pool, &model, "small.txt", &readme_paragraphs()[..30]).await;
+    let big = lines(3000, |i| {
+        format!(
+            "ledger entry {i} for account {} in region {}",
+            i % 31,
+            i % 7
+        )
+    });
+    api.upload_paragraphs("big.txt", &big).await;
+    let small = api
+        .upload_paragraphs(
+            "small.txt",
+            &lines(30, |i| format!("small note {i} on harbour tides")),
+        )
+        .await;
     sqlx::query("analyze embeddings")
         .execute(&pool)
         .await
         .expect("analyze");
-    let api = spawn_api(pool.clone(), None).await;
 
-    let (status, body) = get(
-        &api,
-        &format!("q=ledger%20account&mode=vector&k=10&document={small}"),
-    )
-    .await;
+    let (status, body) = api
+        .search(&format!(
+            "q=ledger%20account&mode=vector&k=10&document={small}"
+        ))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let hits = body["hits"].as_array().expect("hits");
     assert_eq!(hits.len(), 10, "{body}");
@@ -363,7 +288,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn bad_searches_get_clear_errors(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let long = "a".repeat(1001);
     for (query, status, code) in [
         ("q=", StatusCode::BAD_REQUEST, "empty_query"),
@@ -379,13 +304,14 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
         ("q=x&colour=red", StatusCode::BAD_REQUEST, "invalid_query"),
         ("q=x&mode=vector", StatusCode::CONFLICT, "no_active_model"),
     ] {
-        let (got, body) = get(&api, query).await;
+        let (got, body) = api.search(query).await;
         assert_eq!(got, status, "{query}: {body}");
         assert_eq!(body["error"]["code"], code, "{query}: {body}");
     }
 
-    let model = register_active(&pool).await;
-    let (got, body) = get(&api, "q=anything&mode=vector").await;
+    api.pipeline().await;
+    let model = api.model();
+    let (got, body) = api.search("q=anything&mode=vector").await;
     assert_eq!(got, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "no_vectors");
     assert!(
@@ -396,10 +322,10 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
         "{body}"
     );
     // Text search needs no vectors.
-    let (got, body) = get(&api, "q=anything&mode=text").await;
+    let (got, body) = api.search("q=anything&mode=text").await;
     assert_eq!(got, StatusCode::OK, "{body}");
 
-    let (got, body) = get(&api, "q=x&model_version=nope:v0").await;
+    let (got, body) = api.search("q=x&model_version=nope:v0").await;
     assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"]["code"], "model_version_not_found");
 
@@ -417,7 +343,9 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
     )
     .await
     .expect("add");
-    let (got, body) = get(&api, &format!("q=x&model_version={}", other.model_version)).await;
+    let (got, body) = api
+        .search(&format!("q=x&model_version={}", other.model_version))
+        .await;
     assert_eq!(got, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "model_version_not_embeddable");
     let hashing = ModelVersion::of(
@@ -425,44 +353,45 @@ async fn bad_searches_get_clear_errors(pool: PgPool) {
         &ChunkConfig::default(),
     );
     models::register(&pool, &hashing).await.expect("register");
-    let (got, body) = get(
-        &api,
-        &format!("q=x&model_version={}", hashing.model_version),
-    )
-    .await;
+    let (got, body) = api
+        .search(&format!("q=x&model_version={}", hashing.model_version))
+        .await;
     assert_eq!(got, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "no_vectors");
     // Text search checks a named version exists too.
-    let (got, body) = get(&api, "q=x&mode=text&model_version=nope:v0").await;
+    let (got, body) = api.search("q=x&mode=text&model_version=nope:v0").await;
     assert_eq!(got, StatusCode::NOT_FOUND, "{body}");
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn documents_under_a_version_this_server_cannot_embed_make_a_partial_answer(pool: PgPool) {
-    let model = register_active(&pool).await;
-    let here = seed(&pool, &model, "here.txt", &readme_paragraphs()[..5]).await;
-    // A document whose only complete set is another provider's: read under that version.
-    let elsewhere_model = models::add(
-        &pool,
-        &models::NewModelVersion {
-            provider: "openai".into(),
-            model: "elsewhere-model".into(),
-            dims: 32,
-            chunk_tokens: 200,
-            chunk_overlap: 30,
-        },
-    )
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let here = api
+        .upload_one("here.txt", fixture("text/pdfjs-README.md"))
+        .await;
+    api.worker().await.run_until_idle().await;
+    let model = api.model();
+    // A document whose only complete set is another provider's, embedded by a process set up
+    // for that provider alone: searches read it under that version.
+    let server = embedding_server::start(EmbeddingServerConfig {
+        dims: 32,
+        ..EmbeddingServerConfig::default()
+    })
     .await
-    .expect("add");
-    let elsewhere = seed(
-        &pool,
-        &elsewhere_model,
-        "elsewhere.txt",
-        &["a paragraph about lighthouses and ships".to_owned()],
-    )
-    .await;
-    let api = spawn_api(pool.clone(), None).await;
-    let (status, body) = get(&api, "q=lighthouses%20ships&mode=vector").await;
+    .expect("embedding server");
+    let embedder = support::openai_embedder(&server, 32, RateLimits::default(), |_| {});
+    let elsewhere_pipeline = support::pipeline(&pool, embedder).await;
+    let elsewhere_model = &elsewhere_pipeline.model;
+    let elsewhere = api
+        .upload_one(
+            "elsewhere.txt",
+            b"a paragraph about lighthouses and ships".to_vec(),
+        )
+        .await;
+    TestWorker::new(&pool, &elsewhere_pipeline, 1)
+        .run_until_idle()
+        .await;
+    let (status, body) = api.search("q=lighthouses%20ships&mode=vector").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["partial"], true, "{body}");
     let versions = body["versions"].as_array().expect("versions");
@@ -486,15 +415,16 @@ async fn documents_under_a_version_this_server_cannot_embed_make_a_partial_answe
     assert!(!hits.is_empty());
     assert!(hits.iter().all(|h| h["document_id"] == here), "{body}");
     // Text search does not depend on vectors: it finds the document.
-    let (_, body) = get(&api, "q=lighthouses&mode=text").await;
+    let (_, body) = api.search("q=lighthouses&mode=text").await;
     assert_eq!(body["hits"][0]["document_id"], elsewhere, "{body}");
     assert_eq!(body["hits"][0]["model_version"], Value::Null);
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn info_names_the_active_model_and_says_hashing_is_not_semantic(pool: PgPool) {
-    let model = register_active(&pool).await;
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    api.pipeline().await;
+    let model = api.model();
     let body: Value = api.get_json("/api/info").await;
     assert_eq!(
         body["active_model"]["model_version"],
@@ -584,7 +514,7 @@ async fn next_event<B: AsRef<[u8]>>(
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn document_and_job_changes_arrive_as_server_sent_events(pool: PgPool) {
     let token = "a-token-of-sixteen-chars";
-    let api = spawn_api(pool.clone(), Some(token)).await;
+    let api = TestApp::builder(pool.clone()).token(token).spawn().await;
     let refused = api
         .client
         .get(api.url("/api/events?access_token=wrong-token-wrong-token"))

@@ -7,7 +7,7 @@ use reqwest::header::{HOST, ORIGIN, REFERER};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{Api, spawn_api, spawn_api_with, upload_one};
+use crate::support::TestApp;
 
 const EVIL: &str = "http://evil.example";
 
@@ -34,13 +34,13 @@ async fn document_count(pool: &PgPool) -> i64 {
         .expect("count documents")
 }
 
-fn port(api: &Api) -> &str {
+fn port(api: &TestApp) -> &str {
     api.base.rsplit(':').next().expect("a port")
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn requests_from_another_origin_cannot_change_docket(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let refused = [
         (ORIGIN, EVIL.to_owned()),
         (ORIGIN, "null".to_owned()),
@@ -64,7 +64,9 @@ async fn requests_from_another_origin_cannot_change_docket(pool: PgPool) {
     assert_eq!(document_count(&pool).await, 0, "nothing was stored");
 
     // A CLI or script sends neither header and is not affected.
-    let id = upload_one(&api, "notes.txt", b"notes of the operator".to_vec()).await;
+    let id = api
+        .upload_one("notes.txt", b"notes of the operator".to_vec())
+        .await;
     let created = api
         .client
         .post(api.url("/api/schedules"))
@@ -129,8 +131,10 @@ async fn requests_from_another_origin_cannot_change_docket(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_foreign_host_cannot_read_or_delete_anything(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "private.txt", b"private notes".to_vec()).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("private.txt", b"private notes".to_vec())
+        .await;
     let rebound = format!("evil.example:{}", port(&api));
     for (method, path) in [
         (reqwest::Method::GET, "/api/documents".to_owned()),
@@ -180,7 +184,7 @@ async fn behind_a_proxy_the_public_url_is_docket_s_own_origin(pool: PgPool) {
         .expect("policy"),
         ..docket::http::Guard::default()
     };
-    let api = spawn_api_with(pool.clone(), None, 1024 * 1024, guard).await;
+    let api = TestApp::builder(pool.clone()).guard(guard).spawn().await;
     for host in ["docket.example.com", "docket-internal:8080"] {
         let response = api
             .client

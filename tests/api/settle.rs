@@ -15,8 +15,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use crate::support::{
-    drive, enqueue, hash_pipeline, make_due, openai_embedder, pipeline, pipeline_worker, spawn_api,
-    upload_one, wait_until,
+    TestApp, TestWorker, enqueue, make_due, openai_embedder, pipeline, wait_until,
 };
 
 /// A document's status and the code of its error.
@@ -49,8 +48,10 @@ fn queue(pool: &PgPool) -> Queue {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_job_the_rescuer_dead_letters_fails_its_document(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "crash.txt", b"the worker dies on this one".to_vec()).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("crash.txt", b"the worker dies on this one".to_vec())
+        .await;
     sqlx::query("update jobs set max_attempts = 1 where kind = 'extract'")
         .execute(&pool)
         .await
@@ -80,8 +81,10 @@ async fn a_job_the_rescuer_dead_letters_fails_its_document(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_cancelled_job_fails_its_document(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "cancel.txt", b"a person cancels this".to_vec()).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("cancel.txt", b"a person cancels this".to_vec())
+        .await;
     let (job, _) = job_of(&pool, id, "extract").await;
     let response = api
         .client
@@ -103,8 +106,10 @@ fn explode() -> Result<Outcome, JobError> {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_handler_that_panics_on_its_last_attempt_fails_its_document(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "panic.txt", b"this one panics the handler".to_vec()).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("panic.txt", b"this one panics the handler".to_vec())
+        .await;
     sqlx::query("update jobs set max_attempts = 1 where kind = 'extract'")
         .execute(&pool)
         .await
@@ -128,10 +133,11 @@ async fn a_handler_that_panics_on_its_last_attempt_fails_its_document(pool: PgPo
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_failed_embed_under_another_version_does_not_fail_a_searchable_document(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let hash = hash_pipeline(&pool).await;
-    let id = upload_one(&api, "found.txt", b"people can already find this".to_vec()).await;
-    drive(&pool, &pipeline_worker(&pool, &hash, 1), 20).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("found.txt", b"people can already find this".to_vec())
+        .await;
+    api.worker().await.run_until_idle().await;
     assert_eq!(settled(&pool, id).await.0, "ready");
 
     // A second version whose provider rejects every request (it makes 32 dimensions, not 48).
@@ -155,7 +161,7 @@ async fn a_failed_embed_under_another_version_does_not_fail_a_searchable_documen
         ),
     )
     .await;
-    drive(&pool, &pipeline_worker(&pool, &rejecting, 1), 20).await;
+    TestWorker::new(&pool, &rejecting, 1).run_until_idle().await;
     assert_eq!(job_of(&pool, id, "embed").await.1, "dead");
     assert_eq!(server.stats().bad_requests, 1);
     assert_eq!(settled(&pool, id).await, ("ready".to_owned(), None));
@@ -163,16 +169,12 @@ async fn a_failed_embed_under_another_version_does_not_fail_a_searchable_documen
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_process_leaves_embed_jobs_of_versions_it_cannot_build_to_one_that_can(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let hash = hash_pipeline(&pool).await;
-    let id = upload_one(
-        &api,
-        "fleet.txt",
-        b"embedded by two kinds of worker".to_vec(),
-    )
-    .await;
-    let hash_worker = pipeline_worker(&pool, &hash, 1);
-    drive(&pool, &hash_worker, 20).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("fleet.txt", b"embedded by two kinds of worker".to_vec())
+        .await;
+    let hash_worker = api.worker().await;
+    hash_worker.run_until_idle().await;
 
     let server = embedding_server::start(EmbeddingServerConfig {
         dims: 32,
@@ -195,11 +197,11 @@ async fn a_process_leaves_embed_jobs_of_versions_it_cannot_build_to_one_that_can
     )
     .await;
     // The hash-only process does not take it (it would have died there).
-    assert_eq!(hash_worker.run_until_idle().await.expect("run"), 0);
+    assert_eq!(hash_worker.run_due().await, 0);
     let (status, attempts, _) = crate::support::job_state(&pool, job).await;
     assert_eq!((status.as_str(), attempts), ("ready", 0));
     // A process configured for that version does.
-    drive(&pool, &pipeline_worker(&pool, &remote, 1), 20).await;
+    TestWorker::new(&pool, &remote, 1).run_until_idle().await;
     let (status, attempts, _) = crate::support::job_state(&pool, job).await;
     assert_eq!((status.as_str(), attempts), ("done", 1));
     let complete: i64 =
@@ -213,8 +215,10 @@ async fn a_process_leaves_embed_jobs_of_versions_it_cannot_build_to_one_that_can
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn reprocess_and_delete_stop_the_document_s_running_jobs(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "busy.txt", b"a document being worked on".to_vec()).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("busy.txt", b"a document being worked on".to_vec())
+        .await;
     let q = queue(&pool);
     let running = q.claim("extract", 1, "w").await.expect("claim").remove(0);
     let response = api
@@ -271,11 +275,13 @@ async fn vectors_of_replaced_text_never_land_on_the_new_chunks(pool: PgPool) {
     .expect("server");
     let embedder = openai_embedder(&server, 32, RateLimits::default(), |_| {});
     let remote = pipeline(&pool, embedder.clone()).await;
-    let api = spawn_api(pool.clone(), None).await;
-    let id = upload_one(&api, "old.txt", b"the old text of the document".to_vec()).await;
-    let worker = pipeline_worker(&pool, &remote, 1);
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let id = api
+        .upload_one("old.txt", b"the old text of the document".to_vec())
+        .await;
+    let worker = TestWorker::new(&pool, &remote, 1);
     let running = tokio::spawn(async move {
-        worker.run_until_idle().await.expect("run");
+        worker.run_due().await;
         worker
     });
     let stats = Arc::new(server);
@@ -320,7 +326,7 @@ async fn vectors_of_replaced_text_never_land_on_the_new_chunks(pool: PgPool) {
     );
 
     make_due(&pool).await;
-    drive(&pool, &worker, 20).await;
+    worker.run_until_idle().await;
     let stored: pgvector::Vector =
         sqlx::query_scalar("select embedding from embeddings where document_id = $1")
             .bind(id)

@@ -1,151 +1,23 @@
-//! What the tests share: a real HTTP server on loopback over a test database, the URL of that
-//! database for child processes, small queue helpers, and the pipeline wired as `docket serve`
-//! wires it (real extraction child, hash or OpenAI-compatible embedder) for driving uploads.
+//! What the tests share: [`TestApp`], the one way to start docket (a real HTTP server on
+//! loopback over a test database, with its pipeline and a worker the test drives), the URL of
+//! that database for child processes, small queue helpers, and pipelines wired as `docket serve`
+//! wires them (real extraction child, hash or OpenAI-compatible embedder).
+
+mod app;
+
+pub use app::{TestApp, TestWorker};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use docket::chunk::ChunkConfig;
 use docket::embed::{
-    Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
-    RateLimits,
+    Embedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder, RateLimits,
 };
 use docket::extract::PdfLimits;
-use docket::http::{self, AppState};
-use docket::pipeline::{Pipeline, PipelineConcurrency};
-use docket::queue::{self, JobId, NewJob, Queue};
-use docket::worker::{Registry, Worker, WorkerConfig};
+use docket::pipeline::Pipeline;
+use docket::queue::{self, JobId, NewJob};
 use docket_testkit::embedding_server::EmbeddingServer;
-use reqwest::StatusCode;
-use serde_json::Value;
-
-/// A running API on 127.0.0.1 and a client for it.
-pub struct Api {
-    pub base: String,
-    pub client: reqwest::Client,
-    stop: tokio_util::sync::CancellationToken,
-}
-
-impl Drop for Api {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-impl Api {
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
-    }
-
-    /// GETs `path` and parses the JSON body, whatever the status.
-    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        let response = self.client.get(self.url(path)).send().await.expect("GET");
-        response.json().await.expect("a JSON body")
-    }
-
-    /// POSTs to `path` with no body and parses the JSON answer, whatever the status.
-    pub async fn post_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        let response = self.client.post(self.url(path)).send().await.expect("POST");
-        response.json().await.expect("a JSON body")
-    }
-}
-
-/// Serves the real router for `pool` on a loopback port; `token` protects `/api` when set.
-pub async fn spawn_api(pool: sqlx::PgPool, token: Option<&str>) -> Api {
-    spawn_api_with_limit(pool, token, 1024 * 1024).await
-}
-
-/// [`spawn_api`] with a chosen per-file upload limit.
-pub async fn spawn_api_with_limit(
-    pool: sqlx::PgPool,
-    token: Option<&str>,
-    max_upload_bytes: u64,
-) -> Api {
-    // Tests read the gauges right after changing the database: no caching here.
-    let guard = http::Guard {
-        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
-        ..http::Guard::default()
-    };
-    spawn_api_with(pool, token, max_upload_bytes, guard).await
-}
-
-/// [`spawn_api`] with a chosen upload limit and HTTP checks and bounds.
-pub async fn spawn_api_with(
-    pool: sqlx::PgPool,
-    token: Option<&str>,
-    max_upload_bytes: u64,
-    guard: http::Guard,
-) -> Api {
-    let embedder = docket::embed::Embedder::Hash(docket::embed::HashEmbedder::new(384));
-    spawn_api_serving(pool, token, max_upload_bytes, guard, embedder).await
-}
-
-/// [`spawn_api_with_limit`] whose searches embed queries with `embedder`.
-pub async fn spawn_api_embedding_with(
-    pool: sqlx::PgPool,
-    token: Option<&str>,
-    max_upload_bytes: u64,
-    embedder: Embedder,
-) -> Api {
-    let guard = http::Guard {
-        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
-        ..http::Guard::default()
-    };
-    spawn_api_serving(pool, token, max_upload_bytes, guard, embedder).await
-}
-
-async fn spawn_api_serving(
-    pool: sqlx::PgPool,
-    token: Option<&str>,
-    max_upload_bytes: u64,
-    guard: http::Guard,
-    embedder: Embedder,
-) -> Api {
-    let model = docket::models::ModelVersion::of(&embedder, &docket::chunk::ChunkConfig::default());
-    let searcher = docket::search::Searcher::new(pool.clone(), embedder, model);
-    spawn_api_searching_with(pool, token, max_upload_bytes, guard, searcher).await
-}
-
-/// [`spawn_api_with_limit`] whose searches run through `searcher` (e.g. one with replicas).
-pub async fn spawn_api_searching(pool: sqlx::PgPool, searcher: docket::search::Searcher) -> Api {
-    let guard = http::Guard {
-        gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
-        ..http::Guard::default()
-    };
-    spawn_api_searching_with(pool, None, 1024 * 1024, guard, searcher).await
-}
-
-async fn spawn_api_searching_with(
-    pool: sqlx::PgPool,
-    token: Option<&str>,
-    max_upload_bytes: u64,
-    guard: http::Guard,
-    searcher: docket::search::Searcher,
-) -> Api {
-    let stop = tokio_util::sync::CancellationToken::new();
-    let state = AppState::builder(pool.clone(), Arc::new(searcher))
-        .queue(Queue::new(pool, Duration::from_secs(30)))
-        .api_token(token)
-        .max_upload_bytes(max_upload_bytes)
-        .guard(guard)
-        .start(stop.clone());
-    // Tests watching events must not miss the first ones to a LISTEN still connecting.
-    state.events.listening().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let base = format!("http://{}", listener.local_addr().expect("local addr"));
-    tokio::spawn(http::serve(
-        listener,
-        http::router(state),
-        stop.clone().cancelled_owned(),
-    ));
-    Api {
-        base,
-        client: reqwest::Client::new(),
-        stop,
-    }
-}
 
 /// The URL of the database behind `pool` (a `#[sqlx::test]` database), for child processes.
 pub async fn database_url(pool: &sqlx::PgPool) -> String {
@@ -200,7 +72,6 @@ where
     }
 }
 
-/// The bytes of `fixtures/<relative>`.
 /// Loads the local model installed in `dir` on two threads, or fails saying how to install it
 /// (`install` is the command); local-model tests never skip.
 pub fn load_local_model(dir: std::path::PathBuf, install: &str) -> LocalEmbedder {
@@ -216,6 +87,7 @@ pub fn load_local_model(dir: std::path::PathBuf, install: &str) -> LocalEmbedder
     .expect("the installed model loads")
 }
 
+/// The bytes of `fixtures/<relative>`.
 pub fn fixture(relative: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
@@ -232,19 +104,24 @@ pub fn pdf_limits() -> PdfLimits {
     }
 }
 
-/// A prepared pipeline (model version registered and active) embedding with `embedder`.
+/// A prepared pipeline (model version registered, and active unless another is) embedding
+/// with `embedder` and the default chunking.
 pub async fn pipeline(pool: &sqlx::PgPool, embedder: Embedder) -> Arc<Pipeline> {
-    let pipeline = Pipeline::new(pool.clone(), embedder, ChunkConfig::default(), pdf_limits());
+    pipeline_chunking(pool, embedder, ChunkConfig::default()).await
+}
+
+/// [`pipeline`] with a chosen chunking.
+pub async fn pipeline_chunking(
+    pool: &sqlx::PgPool,
+    embedder: Embedder,
+    chunking: ChunkConfig,
+) -> Arc<Pipeline> {
+    let pipeline = Pipeline::new(pool.clone(), embedder, chunking, pdf_limits());
     pipeline
         .prepare()
         .await
         .expect("register the model version");
     Arc::new(pipeline)
-}
-
-/// The offline pipeline: the deterministic hashing embedder.
-pub async fn hash_pipeline(pool: &sqlx::PgPool) -> Arc<Pipeline> {
-    pipeline(pool, Embedder::Hash(HashEmbedder::new(64))).await
 }
 
 /// An OpenAI-compatible embedder for `server`, with `tweak` applied to its settings.
@@ -259,85 +136,6 @@ pub fn openai_embedder(
     tweak(&mut config);
     let limiter = Arc::new(Limiter::new(limits));
     Embedder::OpenAi(OpenAiEmbedder::new(config, limiter).expect("embedder config"))
-}
-
-/// A worker running only the pipeline's handlers, `embed` jobs `embed_concurrency` at a time.
-pub fn pipeline_worker(
-    pool: &sqlx::PgPool,
-    pipeline: &Arc<Pipeline>,
-    embed_concurrency: usize,
-) -> Worker {
-    let mut registry = Registry::new();
-    pipeline.register(
-        &mut registry,
-        PipelineConcurrency {
-            extract: 2,
-            embed: embed_concurrency,
-        },
-    );
-    let lease = Duration::from_secs(30);
-    let mut config = WorkerConfig::for_lease(lease);
-    config.poll_interval = Duration::from_millis(100);
-    Worker::new(Queue::new(pool.clone(), lease), registry, config)
-}
-
-/// Runs `worker` step by step until no job is ready or running, moving backoff delays to now
-/// instead of sleeping through them. Panics after `limit` rounds.
-pub async fn drive(pool: &sqlx::PgPool, worker: &Worker, limit: usize) {
-    for _ in 0..limit {
-        worker.run_until_idle().await.expect("run jobs");
-        let pending: i64 =
-            sqlx::query_scalar("select count(*) from jobs where status in ('ready', 'running')")
-                .fetch_one(pool)
-                .await
-                .expect("count pending jobs");
-        if pending == 0 {
-            return;
-        }
-        make_due(pool).await;
-    }
-    panic!("jobs still pending after {limit} rounds");
-}
-
-/// Sends `files` as one multipart upload; answers the status and the JSON body.
-pub async fn upload(api: &Api, files: &[(&str, Vec<u8>)]) -> (StatusCode, Value) {
-    let mut form = reqwest::multipart::Form::new();
-    for (name, bytes) in files {
-        form = form.part(
-            "file",
-            reqwest::multipart::Part::bytes(bytes.clone()).file_name((*name).to_owned()),
-        );
-    }
-    let response = api
-        .client
-        .post(api.url("/api/documents"))
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload request");
-    let status = response.status();
-    (status, response.json().await.expect("upload answers JSON"))
-}
-
-/// Uploads one new file and returns its document id.
-pub async fn upload_one(api: &Api, name: &str, bytes: Vec<u8>) -> i64 {
-    let (status, body) = upload(api, &[(name, bytes)]).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body["results"][0]["document"]["id"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("no document id in {body}"))
-}
-
-/// `GET /api/documents/{id}` as JSON (panics unless 200).
-pub async fn document(api: &Api, id: i64) -> Value {
-    let response = api
-        .client
-        .get(api.url(&format!("/api/documents/{id}")))
-        .send()
-        .await
-        .expect("get document");
-    assert_eq!(response.status(), StatusCode::OK);
-    response.json().await.expect("document JSON")
 }
 
 /// The texts of a document's chunks with their pages, in order.
