@@ -298,7 +298,7 @@ async fn readyz_reports_missing_migrations(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_unreachable_database_is_503_without_its_cause(pool: PgPool) {
-    let api = spawn_api(pool.clone(), None).await;
+    let api = TestApp::builder(pool.clone()).spawn().await;
     let healthy: Value = api.get_json("/healthz").await;
     assert_eq!(healthy, json!({ "status": "ok" }));
     pool.close().await;
