@@ -22,14 +22,16 @@ pub mod ocr;
 pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
+mod settings;
 pub mod sniff;
 pub mod structure;
 pub mod text;
 
 pub use error::ExtractError;
 pub use ocr::{Languages, OcrRun, OcrSettings};
-pub use pdf::{PdfLimits, extract_pdf};
+pub use pdf::extract_pdf;
 pub use quality::TextProblem;
+pub use settings::ExtractSettings;
 pub use sniff::sniff;
 pub use structure::{Location, Section};
 pub use text::extract_text;
@@ -198,7 +200,7 @@ fn page_ranges(pages: &[u32]) -> String {
 pub async fn extract(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
     let extracted = extract_text_layer(bytes, sniffed, limits).await?;
     read_unreadable(bytes, extracted, limits, &|_, _| {}).await
@@ -209,32 +211,40 @@ pub async fn extract(
 pub async fn extract_text_layer(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
-    if sniffed.kind == DocKind::Pdf {
-        return extract_pdf(bytes, limits).await;
+    match sniffed.kind {
+        DocKind::Pdf => extract_pdf(bytes, limits).await,
+        DocKind::Image => image_pages(bytes, limits),
+        DocKind::Html => text_pages(bytes, sniffed, Extractor::Html).await,
+        DocKind::Markdown | DocKind::Text => text_pages(bytes, sniffed, Extractor::Text).await,
     }
-    if sniffed.kind == DocKind::Image {
-        let info = ocr::inspect_image(bytes, &limits.ocr)?;
-        let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
-        return Ok(Extracted {
-            pages: numbers
-                .clone()
-                .map(|number| Page {
-                    number,
-                    text: String::new(),
-                })
-                .collect(),
-            extractor: Extractor::Ocr,
-            unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
-            ocr: None,
-        });
-    }
-    let extractor = if sniffed.kind == DocKind::Html {
-        Extractor::Html
-    } else {
-        Extractor::Text
-    };
+}
+
+/// An image: its headers checked, every frame listed as a page for OCR.
+fn image_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
+    let info = ocr::inspect_image(bytes, &limits.ocr)?;
+    let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
+    Ok(Extracted {
+        pages: numbers
+            .clone()
+            .map(|number| Page {
+                number,
+                text: String::new(),
+            })
+            .collect(),
+        extractor: Extractor::Ocr,
+        unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
+        ocr: None,
+    })
+}
+
+/// Text, Markdown and HTML, decoded and parsed on a blocking thread.
+async fn text_pages(
+    bytes: &[u8],
+    sniffed: &Sniffed,
+    extractor: Extractor,
+) -> Result<Extracted, ExtractError> {
     // The blocking pool needs owned data; one copy of a text file is cheap next to parsing it.
     let owned = bytes.to_vec();
     let sniffed = *sniffed;
@@ -258,7 +268,7 @@ pub async fn extract_text_layer(
 pub async fn read_unreadable(
     bytes: &[u8],
     mut extracted: Extracted,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Extracted, ExtractError> {
     if extracted.needs_ocr() && limits.ocr.enabled {

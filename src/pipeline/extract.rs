@@ -43,30 +43,30 @@ pub(super) async fn run(
 
     // PDFs run in child processes that are killed at their own deadline; everything else is
     // parsed in this process, under the same deadline.
-    let deadline = pipeline.pdf.timeout;
+    let deadline = pipeline.extraction.timeout;
     let extracted = match extract::sniff(&bytes, &document.filename) {
         Ok(sniffed) if sniffed.kind == DocKind::Pdf => {
-            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf).await
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.extraction).await
         }
         Ok(sniffed) => tokio::time::timeout(
             deadline,
-            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf),
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.extraction),
         )
         .await
         .unwrap_or(Err(ExtractError::Timeout)),
         Err(err) => Err(err),
     };
     let extracted = match extracted {
-        Ok(extracted) if extracted.needs_ocr() && pipeline.pdf.ocr.enabled => {
+        Ok(extracted) if extracted.needs_ocr() && pipeline.extraction.ocr.enabled => {
             let pages = extracted.unreadable.len();
-            if let Err(err) = extract::ocr::check_page_cap(pages, &pipeline.pdf.ocr) {
+            if let Err(err) = extract::ocr::check_page_cap(pages, &pipeline.extraction.ocr) {
                 return Err(failed(&pipeline, &job, document_id, &err).await);
             }
             return hand_to_ocr(&pipeline, &job, document_id, &extracted).await;
         }
         // No OCR to do: only the verdict on the whole (a document without any text fails).
         Ok(extracted) => {
-            extract::read_unreadable(&bytes, extracted, &pipeline.pdf, &|_, _| {}).await
+            extract::read_unreadable(&bytes, extracted, &pipeline.extraction, &|_, _| {}).await
         }
         Err(err) => Err(err),
     };
@@ -158,7 +158,7 @@ async fn chunk_and_analyse(
     });
     // A thread cannot be killed, so the job stops waiting; chunking is linear in the text and
     // bounded by the extractors' output, so the thread ends soon after.
-    match tokio::time::timeout(pipeline.pdf.timeout, work).await {
+    match tokio::time::timeout(pipeline.extraction.timeout, work).await {
         Ok(joined) => joined.retryable().map(Some),
         Err(_) => Ok(None),
     }
