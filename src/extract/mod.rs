@@ -16,9 +16,11 @@
 
 mod decode;
 mod error;
+pub mod formats;
 pub mod html;
 pub mod image;
 pub mod ocr;
+pub mod office;
 pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
@@ -28,7 +30,9 @@ pub mod structure;
 pub mod text;
 
 pub use error::ExtractError;
+pub use formats::{FORMATS, Format};
 pub use ocr::{Languages, OcrRun, OcrSettings};
+pub use office::Package;
 pub use pdf::extract_pdf;
 pub use quality::TextProblem;
 pub use settings::ExtractSettings;
@@ -49,6 +53,8 @@ pub enum DocKind {
     Text,
     /// A PNG, JPEG or TIFF image, read by OCR.
     Image,
+    /// A zip-family document: Word, PowerPoint, Excel, OpenDocument, EPUB, HWPX.
+    Package(Package),
 }
 
 /// The verdict of [`sniff()`]: the kind of a document and how to decode it.
@@ -88,6 +94,8 @@ pub enum Extractor {
     Html,
     /// OCR alone (an image); see [`Extracted::ocr`] for the engine and languages.
     Ocr,
+    /// A zip-family reader ([`office`]).
+    Package(Package),
 }
 
 impl Extractor {
@@ -99,6 +107,7 @@ impl Extractor {
             Extractor::Text => "text",
             Extractor::Html => "html",
             Extractor::Ocr => "ocr",
+            Extractor::Package(package) => package.short(),
         }
     }
 }
@@ -114,9 +123,21 @@ pub struct Extracted {
     pub unreadable: Vec<(u32, TextProblem)>,
     /// What OCR did, once it ran.
     pub ocr: Option<OcrRun>,
+    /// For structured formats, where each page is: page `n` is the section at `n - 1` (a
+    /// heading path, a slide, a sheet's rows). Empty for PDFs, images and plain text, whose
+    /// pages are pages.
+    pub locations: Vec<Location>,
 }
 
 impl Extracted {
+    /// The label of page `number`'s location ("slide 2"); `None` when the document has no
+    /// structure beyond pages, or the section has no heading above it.
+    pub fn location_of(&self, number: u32) -> Option<String> {
+        let at = usize::try_from(number).ok()?.checked_sub(1)?;
+        let label = self.locations.get(at)?.label();
+        (!label.is_empty()).then_some(label)
+    }
+
     /// Whether some pages wait for OCR.
     pub fn needs_ocr(&self) -> bool {
         self.ocr.is_none() && !self.unreadable.is_empty()
@@ -218,6 +239,41 @@ pub async fn extract_text_layer(
         DocKind::Image => image_pages(bytes, limits),
         DocKind::Html => text_pages(bytes, sniffed, Extractor::Html).await,
         DocKind::Markdown | DocKind::Text => text_pages(bytes, sniffed, Extractor::Text).await,
+        DocKind::Package(package) => package_pages(bytes, package).await,
+    }
+}
+
+/// A zip-family document, read on a blocking thread: each section becomes a page, and its
+/// location is kept beside it.
+async fn package_pages(bytes: &[u8], package: Package) -> Result<Extracted, ExtractError> {
+    let owned = bytes.to_vec();
+    let sections = tokio::task::spawn_blocking(move || office::read(package, &owned))
+        .await
+        .map_err(|join| ExtractError::Internal {
+            reason: format!("{} reader task failed: {join}", package.short()),
+        })??;
+    Ok(from_sections(sections, Extractor::Package(package)))
+}
+
+/// Sections as numbered pages with their locations; sections without text are dropped.
+pub fn from_sections(sections: Vec<Section>, extractor: Extractor) -> Extracted {
+    let mut pages = Vec::new();
+    let mut locations = Vec::new();
+    for section in sections {
+        let text = decode::normalize(&section.text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let number = u32::try_from(pages.len() + 1).unwrap_or(u32::MAX);
+        pages.push(Page { number, text });
+        locations.push(section.location);
+    }
+    Extracted {
+        pages,
+        extractor,
+        unreadable: Vec::new(),
+        ocr: None,
+        locations,
     }
 }
 
@@ -236,6 +292,7 @@ fn image_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, Extr
         extractor: Extractor::Ocr,
         unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
         ocr: None,
+        locations: Vec::new(),
     })
 }
 
@@ -258,6 +315,7 @@ async fn text_pages(
         extractor,
         unreadable: Vec::new(),
         ocr: None,
+        locations: Vec::new(),
     })
 }
 

@@ -18,7 +18,7 @@
 use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
 
 use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr, without_makeup_sequences};
-use super::{DocKind, ExtractError, Sniffed, html};
+use super::{DocKind, ExtractError, Sniffed, formats, html, office};
 
 /// How many leading bytes are decoded to look for junk and HTML markers.
 const PREFIX_BYTES: usize = 64 * 1024;
@@ -40,8 +40,7 @@ const MAGIC: &[(&[u8], &str)] = &[
     // BigTIFF: leptonica, which tesseract reads images with, does not open it.
     (b"II+\0", "image/tiff"),
     (b"MM\0+", "image/tiff"),
-    (b"PK\x03\x04", "application/zip"),
-    (b"PK\x05\x06", "application/zip"),
+    (b"PK\x05\x06", "empty zip archive"),
     (b"\x1f\x8b", "application/gzip"),
     (b"BZh", "application/x-bzip2"),
     (b"\xfd7zXZ\0", "application/x-xz"),
@@ -50,9 +49,9 @@ const MAGIC: &[(&[u8], &str)] = &[
     (b"Rar!\x1a\x07", "application/vnd.rar"),
     (
         b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-        "application/x-ole-storage",
+        "legacy Microsoft Office or HWP file (OLE compound file)",
     ),
-    (b"{\\rtf", "application/rtf"),
+    (b"{\\rtf", "RTF document"),
     (b"%!PS", "application/postscript"),
     (b"\x7fELF", "application/x-executable"),
     (b"\0asm", "application/wasm"),
@@ -82,6 +81,14 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
             kind: DocKind::Image,
             encoding: None,
             content_type,
+        });
+    }
+    if bytes.starts_with(b"PK\x03\x04") {
+        let package = office::detect(bytes, formats::named(filename))?;
+        return Ok(Sniffed {
+            kind: DocKind::Package(package),
+            encoding: None,
+            content_type: package.mime(),
         });
     }
     if let Some(detected) = binary_magic(bytes) {
@@ -276,15 +283,13 @@ mod tests {
     }
 
     #[test]
-    fn a_zip_named_docx_is_refused_as_zip() {
+    fn a_cut_zip_named_docx_is_a_damaged_word_document() {
         let err = sniff(b"PK\x03\x04\x14\0\x06\0rest", "letter.docx").unwrap_err();
-        assert_eq!(
-            err,
-            ExtractError::Unsupported {
-                detected: "application/zip"
-            }
+        assert_eq!(err.code(), "file_corrupt");
+        assert!(
+            err.to_string().starts_with("the Word document is damaged"),
+            "{err}"
         );
-        assert_eq!(err.code(), "unsupported_type");
     }
 
     #[test]

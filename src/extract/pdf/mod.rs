@@ -119,6 +119,7 @@ fn into_extracted(attempt: Attempt, extractor: Extractor) -> Extracted {
         extractor,
         unreadable,
         ocr: None,
+        locations: Vec::new(),
     }
 }
 
