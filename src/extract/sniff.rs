@@ -49,7 +49,7 @@ const MAGIC: &[(&[u8], &str)] = &[
     (b"Rar!\x1a\x07", "application/vnd.rar"),
     (
         b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-        "legacy Microsoft Office or HWP file (OLE compound file)",
+        "a legacy Office or HWP file in an OLE container",
     ),
     (b"{\\rtf", "RTF document"),
     (b"%!PS", "application/postscript"),
