@@ -324,3 +324,62 @@ pub(crate) fn plain(blocks: &[Block]) -> String {
         .collect();
     parts.join("\n\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORDS: Vocabulary = Vocabulary {
+        paragraph: &["p"],
+        text: &["t"],
+        space: &["tab"],
+        skip: &["skip"],
+        table: "tbl",
+        row: "tr",
+        cell: "tc",
+        part: None,
+    };
+
+    fn blocks(xml: &str) -> Result<Vec<Block>, ExtractError> {
+        walk(xml, "test document", &WORDS, &|_| None)
+    }
+
+    #[test]
+    fn a_dtd_is_refused_and_no_entity_is_expanded() {
+        let bomb = r#"<!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;">]><d><p><t>&b;</t></p></d>"#;
+        let err = blocks(bomb).unwrap_err();
+        assert_eq!(err.code(), "document_too_complex");
+        assert!(err.to_string().contains("DTD"), "{err}");
+        // Without a DTD an unknown entity is dropped; XML's own and character references stay.
+        let found = blocks("<d><p><t>a &b; &amp; &#xD55C;</t></p></d>").unwrap();
+        assert_eq!(
+            found,
+            vec![Block::Paragraph {
+                text: "a & 한".into(),
+                level: None
+            }]
+        );
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused() {
+        let deep = format!(
+            "{}{}",
+            "<x>".repeat(MAX_DEPTH + 1),
+            "</x>".repeat(MAX_DEPTH + 1)
+        );
+        assert_eq!(blocks(&deep).unwrap_err().code(), "document_too_complex");
+    }
+
+    #[test]
+    fn tables_read_row_by_row_under_their_header() {
+        let xml = "<d><tbl><tr><tc><p><t>Name</t></p></tc><tc><p><t>Value</t></p></tc></tr>\
+                   <tr><tc><p><t>Alpha</t></p></tc><tc><p><t>100</t></p></tc></tr></tbl>\
+                   <p><t>after</t><skip><t>hidden</t></skip></p></d>";
+        let found = blocks(xml).unwrap();
+        assert_eq!(
+            plain(&found),
+            "Name; Value\nName: Alpha; Value: 100\n\nafter"
+        );
+    }
+}
