@@ -170,6 +170,15 @@ async fn hostile_containers_fail_readably_and_the_next_document_goes_through(poo
         message.starts_with("the Word document is damaged"),
         "{message}"
     );
+
+    // A password-protected Word file is an OLE container holding an encrypted package.
+    let locked = fixture("office/encrypted-password-tika.docx");
+    let (status, body) = upload(&api, &[("locked.docx", locked)]).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    let error = &body["results"][0]["error"];
+    assert_eq!(error["code"], "encrypted", "{body}");
+    let message = error["message"].as_str().unwrap_or("");
+    assert!(message.contains("password-protected"), "{message}");
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
