@@ -14,14 +14,18 @@
 //!
 //! Every failure is an [`ExtractError`] with a stable code and a message fit to show a user.
 
+pub mod csv;
 mod decode;
+pub mod email;
 mod error;
 pub mod html;
 pub mod image;
 pub mod ocr;
+pub mod ole;
 pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
+pub mod rtf;
 pub mod sniff;
 pub mod structure;
 pub mod text;
