@@ -50,6 +50,19 @@ pub struct ExtractBench {
     /// Skip the OCR half.
     #[arg(long)]
     pub no_ocr: bool,
+
+    /// Instead of PDFs: the office, e-mail and Hangul readers against a reference per format
+    /// ([`super::formats`]), on `--office`.
+    #[arg(long)]
+    pub formats: bool,
+
+    /// The office corpus, one folder per format (with `--formats`).
+    #[arg(long, default_value = "../shared/corpus/office")]
+    pub office: PathBuf,
+
+    /// The venv of the Python references (with `--formats`; created when missing).
+    #[arg(long, default_value = ".docket/bench-formats-venv")]
+    pub formats_venv: PathBuf,
 }
 
 /// What one extractor made of one file.
@@ -65,6 +78,10 @@ struct Run {
 
 /// Runs the benchmark.
 pub async fn run(args: ExtractBench) -> anyhow::Result<()> {
+    if args.formats {
+        let timeout = Duration::from_secs(args.timeout_secs.max(1));
+        return super::formats::run(&args.office, &args.formats_venv, timeout).await;
+    }
     let files = match pdf_files(&args.corpus) {
         Ok(files) if !files.is_empty() => files,
         Ok(_) | Err(_) => {

@@ -12,6 +12,7 @@
 mod embed;
 mod evidence;
 mod extract;
+mod formats;
 mod interference;
 mod ocr;
 mod pipeline;
@@ -38,7 +39,8 @@ pub enum BenchCommand {
     Queue(queue::QueueBench),
     /// PDF extraction: our extract step against poppler's pdftotext on the same files, in
     /// pages/s and MB/s, with the failures of each; then OCR against ocrmypdf --sidecar
-    /// (pages/s and character agreement).
+    /// (pages/s and character agreement). With --formats: the office, e-mail and Hangul
+    /// readers against pandoc / pyhwp / xlrd / Python's email, per format.
     Extract(extract::ExtractBench),
     /// Chunk boundaries: the share of the evaluation set's evidence sentences that lie inside
     /// one chunk, with paragraphs rebuilt against the extractors' raw line output.
