@@ -14,22 +14,33 @@
 //!
 //! Every failure is an [`ExtractError`] with a stable code and a message fit to show a user.
 
+pub mod csv;
 mod decode;
+pub mod email;
 mod error;
+pub mod formats;
 pub mod html;
 pub mod image;
 pub mod ocr;
+pub mod office;
+pub mod ole;
 pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
+pub mod rtf;
+mod settings;
 pub mod sniff;
 pub mod structure;
 pub mod text;
 
 pub use error::ExtractError;
+pub use formats::{FORMATS, Format};
 pub use ocr::{Languages, OcrRun, OcrSettings};
-pub use pdf::{PdfLimits, extract_pdf};
+pub use office::Package;
+pub use ole::OleKind;
+pub use pdf::extract_pdf;
 pub use quality::TextProblem;
+pub use settings::ExtractSettings;
 pub use sniff::sniff;
 pub use structure::{Location, Section};
 pub use text::extract_text;
@@ -47,6 +58,16 @@ pub enum DocKind {
     Text,
     /// A PNG, JPEG or TIFF image, read by OCR.
     Image,
+    /// A zip-family document: Word, PowerPoint, Excel, OpenDocument, EPUB, HWPX.
+    Package(Package),
+    /// An OLE compound file docket reads: HWP 5.0 or a legacy `.xls` ([`ole`]).
+    Ole(OleKind),
+    /// An RTF document ([`rtf`]).
+    Rtf,
+    /// An e-mail message, attachments included ([`email`]).
+    Email,
+    /// A CSV or TSV table ([`csv`]), decoded with `encoding`.
+    Csv,
 }
 
 /// The verdict of [`sniff()`]: the kind of a document and how to decode it.
@@ -86,6 +107,16 @@ pub enum Extractor {
     Html,
     /// OCR alone (an image); see [`Extracted::ocr`] for the engine and languages.
     Ocr,
+    /// A zip-family reader ([`office`]).
+    Package(Package),
+    /// The OLE reader ([`ole`]): HWP 5.0 or `.xls`.
+    Ole(OleKind),
+    /// The RTF reader.
+    Rtf,
+    /// The e-mail reader (and its attachments' readers).
+    Email,
+    /// The CSV/TSV reader.
+    Csv,
 }
 
 impl Extractor {
@@ -97,6 +128,13 @@ impl Extractor {
             Extractor::Text => "text",
             Extractor::Html => "html",
             Extractor::Ocr => "ocr",
+            Extractor::Package(package) => package.short(),
+            Extractor::Ole(OleKind::Hwp) => "hwp",
+            Extractor::Ole(OleKind::Excel97) => "xls",
+            Extractor::Ole(_) => "ole",
+            Extractor::Rtf => "rtf",
+            Extractor::Email => "email",
+            Extractor::Csv => "csv",
         }
     }
 }
@@ -112,9 +150,21 @@ pub struct Extracted {
     pub unreadable: Vec<(u32, TextProblem)>,
     /// What OCR did, once it ran.
     pub ocr: Option<OcrRun>,
+    /// For structured formats, where each page is: page `n` is the section at `n - 1` (a
+    /// heading path, a slide, a sheet's rows). Empty for PDFs, images and plain text, whose
+    /// pages are pages.
+    pub locations: Vec<Location>,
 }
 
 impl Extracted {
+    /// The label of page `number`'s location ("slide 2"); `None` when the document has no
+    /// structure beyond pages, or the section has no heading above it.
+    pub fn location_of(&self, number: u32) -> Option<String> {
+        let at = usize::try_from(number).ok()?.checked_sub(1)?;
+        let label = self.locations.get(at)?.label();
+        (!label.is_empty()).then_some(label)
+    }
+
     /// Whether some pages wait for OCR.
     pub fn needs_ocr(&self) -> bool {
         self.ocr.is_none() && !self.unreadable.is_empty()
@@ -198,7 +248,7 @@ fn page_ranges(pages: &[u32]) -> String {
 pub async fn extract(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
     let extracted = extract_text_layer(bytes, sniffed, limits).await?;
     read_unreadable(bytes, extracted, limits, &|_, _| {}).await
@@ -209,32 +259,143 @@ pub async fn extract(
 pub async fn extract_text_layer(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
-    if sniffed.kind == DocKind::Pdf {
-        return extract_pdf(bytes, limits).await;
+    match sniffed.kind {
+        DocKind::Pdf => extract_pdf(bytes, limits).await,
+        DocKind::Image => image_pages(bytes, limits),
+        DocKind::Html => text_pages(bytes, sniffed, Extractor::Html).await,
+        DocKind::Markdown | DocKind::Text => text_pages(bytes, sniffed, Extractor::Text).await,
+        DocKind::Package(package) => {
+            let read = move |bytes: &[u8]| office::read(package, bytes);
+            sections_of(bytes, read, Extractor::Package(package)).await
+        }
+        DocKind::Ole(kind) => sections_of(bytes, ole::extract_ole, Extractor::Ole(kind)).await,
+        DocKind::Rtf => sections_of(bytes, rtf::extract_rtf, Extractor::Rtf).await,
+        DocKind::Csv => {
+            let encoding = sniffed.encoding;
+            let read = move |bytes: &[u8]| csv::extract_csv(bytes, encoding, "CSV");
+            sections_of(bytes, read, Extractor::Csv).await
+        }
+        DocKind::Email => Box::pin(email_pages(bytes, limits)).await,
     }
-    if sniffed.kind == DocKind::Image {
-        let info = ocr::inspect_image(bytes, &limits.ocr)?;
-        let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
-        return Ok(Extracted {
-            pages: numbers
-                .clone()
-                .map(|number| Page {
-                    number,
-                    text: String::new(),
-                })
-                .collect(),
-            extractor: Extractor::Ocr,
-            unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
-            ocr: None,
-        });
+}
+
+/// A structured document read by `read` on a blocking thread: each section becomes a page,
+/// and its location is kept beside it.
+async fn sections_of<F>(
+    bytes: &[u8],
+    read: F,
+    extractor: Extractor,
+) -> Result<Extracted, ExtractError>
+where
+    F: FnOnce(&[u8]) -> Result<Vec<Section>, ExtractError> + Send + 'static,
+{
+    let owned = bytes.to_vec();
+    let sections = tokio::task::spawn_blocking(move || read(&owned))
+        .await
+        .map_err(|join| ExtractError::Internal {
+            reason: format!("{} reader task failed: {join}", extractor.as_str()),
+        })??;
+    Ok(from_sections(sections, extractor))
+}
+
+/// An e-mail: its headers and body, then each attachment docket reads, by its own reader (a
+/// PDF in the isolated child), its text labelled with the attachment's name. An attachment
+/// that cannot be read is left out, not the message; pages of it that need OCR stay unread.
+async fn email_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
+    let owned = bytes.to_vec();
+    let message = tokio::task::spawn_blocking(move || email::extract_email(&owned, 0))
+        .await
+        .map_err(|join| ExtractError::Internal {
+            reason: format!("e-mail reader task failed: {join}"),
+        })??;
+    let mut sections = message.sections;
+    for attachment in message.attachments {
+        let read = match sniff(&attachment.bytes, &attachment.name) {
+            // A message attached to a message gives its own text, not its attachments.
+            Ok(sniffed) if sniffed.kind == DocKind::Email => {
+                email::extract_email(&attachment.bytes, email::MAX_DEPTH)
+                    .map(|inner| from_sections(inner.sections, Extractor::Email))
+            }
+            Ok(sniffed) => Box::pin(extract_text_layer(&attachment.bytes, &sniffed, limits)).await,
+            Err(err) => Err(err),
+        };
+        let read = match read {
+            Ok(read) => read,
+            Err(err) => {
+                tracing::info!(attachment = %attachment.name, reason = %err, "attachment not read");
+                continue;
+            }
+        };
+        let paginated = read.locations.is_empty() && read.pages.len() > 1;
+        for (at, page) in read.pages.iter().enumerate() {
+            let inner = match read.locations.get(at) {
+                Some(location) => Some(Box::new(location.clone())),
+                None if paginated => Some(Box::new(Location::Page {
+                    number: page.number,
+                })),
+                None => None,
+            };
+            sections.push(Section {
+                location: Location::Attachment {
+                    name: attachment.name.clone(),
+                    inner,
+                },
+                text: page.text.clone(),
+            });
+        }
     }
-    let extractor = if sniffed.kind == DocKind::Html {
-        Extractor::Html
-    } else {
-        Extractor::Text
-    };
+    Ok(from_sections(sections, Extractor::Email))
+}
+
+/// Sections as numbered pages with their locations; sections without text are dropped.
+pub fn from_sections(sections: Vec<Section>, extractor: Extractor) -> Extracted {
+    let mut pages = Vec::new();
+    let mut locations = Vec::new();
+    for section in sections {
+        let text = decode::normalize(&section.text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let number = u32::try_from(pages.len() + 1).unwrap_or(u32::MAX);
+        pages.push(Page { number, text });
+        locations.push(section.location);
+    }
+    Extracted {
+        pages,
+        extractor,
+        unreadable: Vec::new(),
+        ocr: None,
+        locations,
+    }
+}
+
+/// An image: its headers checked, every frame listed as a page for OCR.
+fn image_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
+    let info = ocr::inspect_image(bytes, &limits.ocr)?;
+    let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
+    Ok(Extracted {
+        pages: numbers
+            .clone()
+            .map(|number| Page {
+                number,
+                text: String::new(),
+            })
+            .collect(),
+        extractor: Extractor::Ocr,
+        unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
+        ocr: None,
+        locations: Vec::new(),
+    })
+}
+
+/// Text, Markdown and HTML, decoded and parsed on a blocking thread.
+async fn text_pages(
+    bytes: &[u8],
+    sniffed: &Sniffed,
+    extractor: Extractor,
+) -> Result<Extracted, ExtractError> {
     // The blocking pool needs owned data; one copy of a text file is cheap next to parsing it.
     let owned = bytes.to_vec();
     let sniffed = *sniffed;
@@ -248,6 +409,7 @@ pub async fn extract_text_layer(
         extractor,
         unreadable: Vec::new(),
         ocr: None,
+        locations: Vec::new(),
     })
 }
 
@@ -258,7 +420,7 @@ pub async fn extract_text_layer(
 pub async fn read_unreadable(
     bytes: &[u8],
     mut extracted: Extracted,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Extracted, ExtractError> {
     if extracted.needs_ocr() && limits.ocr.enabled {

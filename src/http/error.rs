@@ -214,9 +214,7 @@ impl From<ExtractError> for ApiError {
             ExtractError::Empty => ApiError::new(Code::EmptyFile, err.to_string()),
             ExtractError::Unsupported { .. } => ApiError::new(
                 Code::UnsupportedFile(err.code()),
-                format!(
-                    "{err}; docket takes PDF, HTML, Markdown, plain text and PNG, JPEG or TIFF images"
-                ),
+                format!("{err}; docket reads {}", crate::extract::formats::names()),
             ),
             other => ApiError::new(Code::UnsupportedFile(other.code()), other.to_string()),
         }

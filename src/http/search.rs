@@ -67,6 +67,8 @@ pub struct Info {
     /// The version searches use unless they name one; none before a worker registered one.
     pub active_model: Option<ModelVersion>,
     pub embedder: EmbedderInfo,
+    /// What uploads may be: the page's drop zone and file picker are built from it.
+    pub formats: &'static [crate::extract::formats::Format],
 }
 
 /// What embeds this server's queries (and its worker's documents).
@@ -98,5 +100,6 @@ pub async fn info(State(state): State<AppState>) -> Result<Json<Info>, ApiError>
             semantic: state.searcher.is_semantic(),
             warning: state.embedder_warning.as_deref().map(str::to_owned),
         },
+        formats: crate::extract::FORMATS,
     }))
 }

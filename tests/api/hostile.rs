@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
-use docket::extract::PdfLimits;
+use docket::extract::ExtractSettings;
 use docket::pipeline::Pipeline;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use sqlx::PgPool;
 
-use crate::support::{TestApp, TestWorker, pdf_limits};
+use crate::support::{TestApp, TestWorker, extract_settings};
 
 async fn document_count(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select count(*) from documents")
@@ -136,9 +136,9 @@ async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_extraction_past_its_deadline_fails_the_document(pool: PgPool) {
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         timeout: Duration::from_millis(1),
-        ..pdf_limits()
+        ..extract_settings()
     };
     let pipeline = Pipeline::new(
         pool.clone(),

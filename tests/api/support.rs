@@ -14,7 +14,7 @@ use docket::chunk::ChunkConfig;
 use docket::embed::{
     Embedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder, RateLimits,
 };
-use docket::extract::PdfLimits;
+use docket::extract::ExtractSettings;
 use docket::pipeline::Pipeline;
 use docket::queue::{self, JobId, NewJob};
 use docket_testkit::embedding_server::EmbeddingServer;
@@ -95,12 +95,12 @@ pub fn fixture(relative: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()))
 }
 
-/// PDF limits with the real `docket __extract-pdf` child, bounded so a hostile file cannot
+/// Extraction settings with the real `docket __extract-pdf` child, bounded so a hostile file cannot
 /// stall a test for the production minute.
-pub fn pdf_limits() -> PdfLimits {
-    PdfLimits {
+pub fn extract_settings() -> ExtractSettings {
+    ExtractSettings {
         timeout: Duration::from_secs(15),
-        ..PdfLimits::new(env!("CARGO_BIN_EXE_docket").into())
+        ..ExtractSettings::new(env!("CARGO_BIN_EXE_docket").into())
     }
 }
 
@@ -116,7 +116,7 @@ pub async fn pipeline_chunking(
     embedder: Embedder,
     chunking: ChunkConfig,
 ) -> Arc<Pipeline> {
-    let pipeline = Pipeline::new(pool.clone(), embedder, chunking, pdf_limits());
+    let pipeline = Pipeline::new(pool.clone(), embedder, chunking, extract_settings());
     pipeline
         .prepare()
         .await

@@ -12,6 +12,7 @@
 mod embed;
 mod evidence;
 mod extract;
+mod formats;
 mod interference;
 mod ocr;
 mod pipeline;
@@ -38,7 +39,8 @@ pub enum BenchCommand {
     Queue(queue::QueueBench),
     /// PDF extraction: our extract step against poppler's pdftotext on the same files, in
     /// pages/s and MB/s, with the failures of each; then OCR against ocrmypdf --sidecar
-    /// (pages/s and character agreement).
+    /// (pages/s and character agreement). With --formats: the office, e-mail and Hangul
+    /// readers against pandoc / pyhwp / xlrd / Python's email, per format.
     Extract(extract::ExtractBench),
     /// Chunk boundaries: the share of the evaluation set's evidence sentences that lie inside
     /// one chunk, with paragraphs rebuilt against the extractors' raw line output.
@@ -77,7 +79,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // The benchmarks run docket's pipeline in this process, and its PDF extraction child is
-    // "this very binary" ([`docket::app::pdf_limits`]), as in `docket`.
+    // "this very binary" ([`docket::app::extract_settings`]), as in `docket`.
     if std::env::args().nth(1).as_deref() == Some(docket::extract::pdf::CHILD_SUBCOMMAND) {
         return docket::extract::pdf::run_child();
     }
