@@ -186,7 +186,7 @@ async fn record_failure(
     let metrics = crate::metrics::global();
     match error {
         JobError::Retry { error, after } => {
-            let backoff = shared.config.retry_policy.delay(attempt);
+            let backoff = shared.kinds.retry_policy(kind).delay(attempt);
             let delay = after.map_or(backoff, |after| after.max(backoff));
             let message = format!("{error:#}");
             shared

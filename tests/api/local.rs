@@ -14,7 +14,7 @@ use docket::chunk::TokenCounter;
 use docket::documents::NewDocument;
 use docket::embed::{Embedder, LocalEmbedder, Purpose};
 use docket::extract::PdfLimits;
-use docket::pipeline::{self, Pipeline, PipelineConcurrency};
+use docket::pipeline::{self, Pipeline};
 use docket::queue::Queue;
 use docket::worker::{Registry, Worker, WorkerConfig};
 use sqlx::PgPool;
@@ -232,13 +232,10 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
         ids.push((path, stored.document.id.0));
     }
     let mut registry = Registry::new();
-    pipeline.register(
-        &mut registry,
-        PipelineConcurrency {
-            extract: 2,
-            embed: 1,
-        },
-    );
+    pipeline.register(&mut registry);
+    registry
+        .set_concurrency("extract", 2)
+        .set_concurrency("embed", 1);
     let worker = Worker::new(
         Queue::new(pool.clone(), Duration::from_secs(60)),
         registry,

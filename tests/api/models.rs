@@ -9,7 +9,7 @@ use docket::chunk::ChunkConfig;
 use docket::documents::NewDocument;
 use docket::embed::{Embedder, HashEmbedder, Limiter, OpenAiConfig, OpenAiEmbedder};
 use docket::models::{self, NewModelVersion};
-use docket::pipeline::{self, Pipeline, PipelineConcurrency, reembed};
+use docket::pipeline::{self, Pipeline, reembed};
 use docket::queue::{NewJob, Queue};
 use docket::schedule::{self, NIGHTLY_REEMBED, store};
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -38,13 +38,10 @@ async fn pipeline(pool: &PgPool, embedder: Embedder) -> Arc<Pipeline> {
 
 fn worker(pool: &PgPool, pipeline: &Arc<Pipeline>) -> Worker {
     let mut registry = Registry::new();
-    pipeline.register(
-        &mut registry,
-        PipelineConcurrency {
-            extract: 2,
-            embed: 2,
-        },
-    );
+    pipeline.register(&mut registry);
+    registry
+        .set_concurrency("extract", 2)
+        .set_concurrency("embed", 2);
     Worker::new(
         Queue::new(pool.clone(), Duration::from_secs(60)),
         registry,

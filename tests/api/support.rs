@@ -12,7 +12,7 @@ use docket::embed::{
 };
 use docket::extract::PdfLimits;
 use docket::http::{self, AppState};
-use docket::pipeline::{Pipeline, PipelineConcurrency};
+use docket::pipeline::Pipeline;
 use docket::queue::{self, JobId, NewJob, Queue};
 use docket::worker::{Registry, Worker, WorkerConfig};
 use docket_testkit::embedding_server::EmbeddingServer;
@@ -268,13 +268,10 @@ pub fn pipeline_worker(
     embed_concurrency: usize,
 ) -> Worker {
     let mut registry = Registry::new();
-    pipeline.register(
-        &mut registry,
-        PipelineConcurrency {
-            extract: 2,
-            embed: embed_concurrency,
-        },
-    );
+    pipeline.register(&mut registry);
+    registry
+        .set_concurrency("extract", 2)
+        .set_concurrency("embed", embed_concurrency);
     let lease = Duration::from_secs(30);
     let mut config = WorkerConfig::for_lease(lease);
     config.poll_interval = Duration::from_millis(100);
