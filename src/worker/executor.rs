@@ -174,8 +174,9 @@ async fn acknowledge(
     Some(recorded)
 }
 
-/// Records a failed attempt as its error asks: a retry with backoff, a wait that spends no
-/// attempt, a hand-back to another process, or `dead`.
+/// Records a failed attempt as its error asks: a retry with the kind's backoff, a wait that
+/// spends no attempt, a hand-back to another process, or `dead` (then the queue's end hook
+/// settles what the job worked on, in the same transaction).
 async fn record_failure(
     shared: &Shared,
     lease: &Lease,

@@ -642,3 +642,22 @@ async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(po
     assert_eq!(during, "on", "a caller's transaction stays synchronous");
     tx.commit().await.expect("commit");
 }
+
+/// Every enqueue names its attempt budget (`queue::DEFAULT_MAX_ATTEMPTS` unless told); the
+/// table's own default serves only SQL-side inserts (a pg_cron firing) and must be the same.
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn the_attempt_budget_has_one_default(pool: PgPool) {
+    let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
+    assert_eq!(
+        queue(&pool).get(id).await.expect("job").max_attempts,
+        queue::DEFAULT_MAX_ATTEMPTS
+    );
+    let column: String = sqlx::query_scalar(
+        "select column_default from information_schema.columns
+         where table_name = 'jobs' and column_name = 'max_attempts'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the column's default");
+    assert_eq!(column, queue::DEFAULT_MAX_ATTEMPTS.to_string());
+}
