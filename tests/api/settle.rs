@@ -15,7 +15,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use crate::support::{
-    drive, enqueue, hash_pipeline, make_due, openai_embedder, pipeline, pipeline_worker, spawn_api,
+    drive, enqueue, hash_pipeline, openai_embedder, pipeline, pipeline_worker, spawn_api,
     upload_one, wait_until,
 };
 
@@ -315,7 +315,6 @@ async fn vectors_of_replaced_text_never_land_on_the_new_chunks(pool: PgPool) {
         "a vector of the old text was written onto the new chunk"
     );
 
-    make_due(&pool).await;
     drive(&pool, &worker, 20).await;
     let stored: pgvector::Vector =
         sqlx::query_scalar("select embedding from embeddings where document_id = $1")
