@@ -38,16 +38,9 @@ struct ClaimRow {
 }
 
 /// The claim statement, `sql/claim.sql`: its parameters are described at its top. Public so
-/// tests and benchmarks can EXPLAIN exactly what runs.
+/// tests and benchmarks can EXPLAIN exactly what runs. It changes no setting: its asynchronous
+/// commit comes from the connections [`Queue::claim`] runs it on (see `claim_pool`).
 pub const CLAIM_SQL: &str = include_str!("sql/claim.sql");
-
-/// How [`Queue::claim`] opens the claim's transaction: the claim commits asynchronously (it
-/// does not wait for the WAL flush), and `set local` keeps that to this transaction alone. A
-/// claim lost to a server crash leaves its jobs `ready`, as if never claimed, and the fence then
-/// refuses whatever the worker writes under the lost lease, so at-least-once holds; any later
-/// synchronous commit (a completion) flushes the claim with it. PostgreSQL refuses a custom
-/// `begin` inside a transaction, so the setting can never reach a caller's transaction.
-const BEGIN_ASYNC: &str = "begin; set local synchronous_commit = off";
 
 /// Skips jobs whose payload field `key` is one of `skipped`: a worker that can run some jobs of
 /// a kind but not others (an embedder for some model versions) leaves those to workers that
@@ -61,7 +54,8 @@ pub struct PayloadFilter {
 }
 
 impl Queue {
-    /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]).
+    /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]), in one
+    /// round trip on the claims' own connections, committed asynchronously.
     pub async fn claim(
         &self,
         kind: &str,
@@ -83,7 +77,6 @@ impl Queue {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin_with(BEGIN_ASYNC).await?;
         let rows = sqlx::query_file_as!(
             ClaimRow,
             "src/queue/sql/claim.sql",
@@ -95,9 +88,8 @@ impl Queue {
             filter.map(|f| f.skipped.as_slice()),
             self.now,
         )
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.claims)
         .await?;
-        tx.commit().await?;
 
         Ok(rows
             .into_iter()

@@ -263,10 +263,32 @@ pub enum QueueError {
 #[derive(Clone)]
 pub struct Queue {
     pool: sqlx::PgPool,
+    /// Where claims run: see [`claim_pool`].
+    claims: sqlx::PgPool,
     lease: Duration,
     ends: Option<Arc<dyn JobEnds>>,
     /// `None`: the database's clock; `Some`: a fixed instant ([`Queue::at`]).
     now: Option<DateTime<Utc>>,
+}
+
+/// The connections claims run on: to the same database as `pool`, as many at most as `pool`
+/// allows (opened only as claims need them: one per claim in flight, which is one per claiming
+/// kind in a worker), whose sessions commit asynchronously (`synchronous_commit = off`, set when
+/// they connect). A claim then does not wait for the WAL flush, in one round trip. A claim lost
+/// to a server crash leaves its jobs `ready`, as if never claimed, and the fence refuses
+/// whatever the worker writes under the lost lease, so at-least-once holds; any later
+/// synchronous commit (a completion) flushes the claim with it. Only the queue's claims use
+/// these connections, so the setting reaches nothing else: every other statement, and every
+/// caller's transaction, commits synchronously.
+fn claim_pool(pool: &sqlx::PgPool) -> sqlx::PgPool {
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .options([("synchronous_commit", "off")]);
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(pool.options().get_max_connections())
+        .connect_lazy_with(options)
 }
 
 impl std::fmt::Debug for Queue {
@@ -284,6 +306,7 @@ impl Queue {
     /// (see [`Queue::with_ends`]) and the database's clock.
     pub fn new(pool: sqlx::PgPool, lease: Duration) -> Self {
         Self {
+            claims: claim_pool(&pool),
             pool,
             lease,
             ends: None,

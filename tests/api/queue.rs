@@ -596,9 +596,9 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
     assert_eq!(q.claim("noop", 10, "w").await.expect("claim").len(), 10);
 }
 
-/// The claim commits asynchronously in a transaction of its own (`set local`): the setting never
-/// outlives the claim on a pooled connection, and the claim's statement carries no setting of its
-/// own, so running it inside a caller's transaction leaves that transaction synchronous.
+/// The claim commits asynchronously on the queue's own claim connections: the statement carries
+/// no setting, so the queue's pool stays synchronous after claims, and running the statement
+/// inside a caller's transaction leaves that transaction synchronous.
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(pool: PgPool) {
     enqueue(&pool, NewJob::new("noop", json!({}))).await;
