@@ -303,7 +303,8 @@ impl std::fmt::Debug for Queue {
 
 impl Queue {
     /// A queue on `pool` whose claims last `lease` unless extended, with no hook for ended jobs
-    /// (see [`Queue::with_ends`]) and the database's clock.
+    /// (see [`Queue::with_ends`]) and the database's clock. Call it inside a Tokio runtime: the
+    /// claims' own pool (see `claim_pool`) starts its upkeep task.
     pub fn new(pool: sqlx::PgPool, lease: Duration) -> Self {
         Self {
             claims: claim_pool(&pool),
