@@ -437,13 +437,13 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_EXTRACT_MEMORY_MB", default_value_t = 1024)]
     pub extract_memory_mb: u64,
 
-    /// Extract jobs running at once in this process.
-    #[arg(long, env = "DOCKET_EXTRACT_CONCURRENCY", default_value_t = 2)]
-    pub extract_concurrency: usize,
+    /// Extract jobs running at once in this process [default: the extract kind's own, 2].
+    #[arg(long, env = "DOCKET_EXTRACT_CONCURRENCY")]
+    pub extract_concurrency: Option<usize>,
 
-    /// Embed jobs running at once in this process.
-    #[arg(long, env = "DOCKET_EMBED_CONCURRENCY", default_value_t = 4)]
-    pub embed_concurrency: usize,
+    /// Embed jobs running at once in this process [default: the embed kind's own, 4].
+    #[arg(long, env = "DOCKET_EMBED_CONCURRENCY")]
+    pub embed_concurrency: Option<usize>,
 
     /// OCR of images and of PDF pages without a usable text layer (tesseract).
     #[arg(long, env = "DOCKET_OCR", default_value_t = true, action = clap::ArgAction::Set)]
@@ -458,9 +458,10 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_OCR_MAX_PAGES", default_value_t = 200)]
     pub ocr_max_pages: u32,
 
-    /// OCR jobs running at once in this process (each takes one core).
-    #[arg(long, env = "DOCKET_OCR_CONCURRENCY", default_value_t = 1)]
-    pub ocr_concurrency: usize,
+    /// OCR jobs running at once in this process (each takes one core) [default: the ocr kind's
+    /// own, 1].
+    #[arg(long, env = "DOCKET_OCR_CONCURRENCY")]
+    pub ocr_concurrency: Option<usize>,
 }
 
 impl PipelineSettings {
@@ -511,11 +512,17 @@ impl PipelineSettings {
         }
     }
 
-    pub fn concurrency(&self) -> crate::pipeline::PipelineConcurrency {
-        crate::pipeline::PipelineConcurrency {
-            extract: self.extract_concurrency.max(1),
-            embed: self.embed_concurrency.max(1),
-        }
+    /// The concurrency settings given, by job kind: each overrides its kind's own default.
+    pub fn concurrency(&self) -> Vec<(&'static str, usize)> {
+        use crate::queue::payload::JobPayload;
+        [
+            (crate::pipeline::ExtractJob::KIND, self.extract_concurrency),
+            (crate::pipeline::EmbedJob::KIND, self.embed_concurrency),
+            (crate::pipeline::OcrJob::KIND, self.ocr_concurrency),
+        ]
+        .into_iter()
+        .filter_map(|(kind, n)| Some((kind, n?)))
+        .collect()
     }
 
     fn validate(&self) -> Result<(), ConfigError> {

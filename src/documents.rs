@@ -7,12 +7,11 @@
 //! This module is the only writer of a document's row. Its lifecycle is `uploaded` →
 //! `extracting` → `embedding` → `ready`, or `failed` when a step fails for good; a reprocess
 //! starts again at `uploaded`. Each move is a transition here ([`restart`],
-//! [`mark_extracting`], [`mark_embedding`], [`mark_ready`], [`settle_failed_step`]; the OCR
-//! progress through [`start_ocr`], [`record_ocr_progress`] and [`clear_progress`]), run on the
-//! caller's connection or transaction so that it commits with the step's other writes. The one
-//! other writer is the database itself: when a pipeline job ends without speaking for its
-//! document (rescued past its last attempt, cancelled), the `jobs_settle_document` triggers
-//! settle it through the same `docket_settle_failed_step` as [`settle_failed_step`].
+//! [`mark_extracting`], [`mark_embedding`], [`mark_ready`], [`fail_step`]; the OCR progress
+//! through [`start_ocr`], [`record_ocr_progress`] and [`clear_progress`]), run on the caller's
+//! connection or transaction so that it commits with the step's other writes (a job's death
+//! settles its document in the transaction that kills the job: the pipeline's kinds call
+//! [`fail_step`] from their end hooks).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -359,28 +358,58 @@ pub async fn mark_ready(executor: impl PgExecutor<'_>, id: DocumentId) -> Result
     Ok(())
 }
 
-/// Records that step `step` (the kind of job `job`) failed for good, unless something else now
-/// speaks for the document (see `docket_settle_failed_step` in the hardening migration): a
-/// newer job of the step is waiting, the document moved on, or, for embedding, it is searchable
-/// under some version and becomes `ready` instead. Returns whether it changed.
-pub async fn settle_failed_step(
+/// A step of a document's lifecycle, as far as a failure is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Reading the text (OCR included): the document is `uploaded` or `extracting`.
+    Extract,
+    /// Embedding the chunks: the document is `embedding`.
+    Embed,
+}
+
+/// Step `step` failed for good (on the caller's connection, normally the transaction that
+/// ended the step's job): the document is `failed` with `{code, message}`, unless it moved on
+/// (it is no longer in the step) or, for embedding, it is searchable under some version (a
+/// complete set for its current chunks), which makes it `ready` instead: a failed embed under
+/// one version must not fail a document people can find. Whether another job of the step still
+/// speaks for the document is the caller's to check first. Returns whether it changed.
+pub async fn fail_step(
     executor: impl PgExecutor<'_>,
     id: DocumentId,
-    job: queue::JobId,
-    step: &str,
+    step: Step,
     code: &str,
     message: &str,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"select docket_settle_failed_step($1, $2, $3, $4, $5) as "changed!""#,
-        id.0,
-        job.0,
-        step,
-        code,
-        message,
-    )
-    .fetch_one(executor)
-    .await
+    let updated = match step {
+        Step::Extract => sqlx::query!(
+            "update documents
+             set status = 'failed', error = jsonb_build_object('code', $2::text, 'message', $3::text)
+             where id = $1
+               and status in ('uploaded', 'extracting')",
+            id.0,
+            code,
+            message,
+        ),
+        Step::Embed => sqlx::query!(
+            "with searchable as (
+                 select exists (select 1 from embedding_sets_complete where document_id = $1) as yes
+             )
+             update documents
+             set status = case when searchable.yes then 'ready' else 'failed' end,
+                 error = case when searchable.yes then null
+                              else jsonb_build_object('code', $2::text, 'message', $3::text) end
+             from searchable
+             where id = $1
+               and status = 'embedding'",
+            id.0,
+            code,
+            message,
+        ),
+    }
+    .execute(executor)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
 }
 
 /// The document's pages go to OCR (in the caller's transaction): its progress starts at 0 of

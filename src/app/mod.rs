@@ -44,7 +44,7 @@ impl App {
         crate::db::migrate(&pool).await?;
         let choice = EmbedderChoice::of(&config.pipeline);
         let pipeline = pipeline_with(&pool, &config.pipeline, &choice).await?;
-        let registry = registry(&config.worker, &pipeline, config.pipeline.concurrency());
+        let registry = registry(&config.worker, &pipeline, &config.pipeline.concurrency());
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .with_context(|| format!("binding {}", config.bind))?;
@@ -58,7 +58,7 @@ impl App {
         }
         let events_stop = CancellationToken::new();
         let state = AppState::builder(pool.clone(), Arc::new(searcher))
-            .queue(Queue::new(pool, config.worker.lease()))
+            .queue(queue_for(pool, &config.worker, &registry))
             .job_kinds(registry.kinds())
             .api_token(config.api_token.as_deref())
             .max_upload_bytes(config.max_upload_bytes)
@@ -152,14 +152,20 @@ pub async fn run_worker(
     let pool = crate::db::connect(&config.database.database_url, config.database.db_pool).await?;
     crate::db::migrate(&pool).await?;
     let pipeline = pipeline(&pool, &config.pipeline).await?;
-    let registry = registry(&config.worker, &pipeline, config.pipeline.concurrency());
-    let queue = Queue::new(pool, config.worker.lease());
+    let registry = registry(&config.worker, &pipeline, &config.pipeline.concurrency());
+    let queue = queue_for(pool, &config.worker, &registry);
     let stop = CancellationToken::new();
     let background = spawn_background(&queue, registry, &config.worker, stop.clone());
     shutdown.await;
     stop.cancel();
     background.await;
     Ok(())
+}
+
+/// The process's queue: the workers' lease, and the registered kinds' end hooks, so every job
+/// it kills or cancels (a worker's failure, the rescuer, a person) settles what it worked on.
+fn queue_for(pool: sqlx::PgPool, settings: &WorkerSettings, registry: &Registry) -> Queue {
+    Queue::new(pool, settings.lease()).with_ends(Arc::new(registry.table().clone()))
 }
 
 /// Starts the worker and the maintenance loops; the returned future ends when both have

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{PipelineSettings, WorkerSettings};
-use crate::pipeline::{Pipeline, PipelineConcurrency};
+use crate::pipeline::Pipeline;
 use crate::worker::Registry;
 
 use super::embedder::EmbedderChoice;
@@ -30,13 +30,12 @@ pub async fn pipeline_with(
     }
     let embedder = choice.embedder(settings)?;
     log_local_model(&embedder, settings);
-    let mut pipeline = Pipeline::new(
+    let pipeline = Pipeline::new(
         pool.clone(),
         embedder,
         settings.chunking(),
         super::embedder::extract_settings(settings)?,
     );
-    pipeline.ocr_concurrency = settings.ocr_concurrency.max(1);
     register_model_version(pool, &pipeline, choice).await?;
     // DOCKET_RPM / DOCKET_TPM are the provider's limits, shared by every process using it.
     if pipeline.embedder.share_rate_budget(pool) {
@@ -106,14 +105,18 @@ async fn register_model_version(
     Ok(())
 }
 
-/// The handlers this build runs: the pipeline's and the built-in ones.
+/// The handlers this build runs: the pipeline's and the built-in ones, with `concurrency`
+/// (settings by kind) over the kinds' own defaults.
 pub fn registry(
     settings: &WorkerSettings,
     pipeline: &Arc<Pipeline>,
-    concurrency: PipelineConcurrency,
+    concurrency: &[(&str, usize)],
 ) -> Registry {
     let mut registry = Registry::new();
-    pipeline.register(&mut registry, concurrency);
+    pipeline.register(&mut registry);
     crate::worker::builtin::register(&mut registry, settings.concurrency);
+    for &(kind, n) in concurrency {
+        registry.set_concurrency(kind, n);
+    }
     registry
 }

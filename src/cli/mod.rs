@@ -167,7 +167,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Jobs { database, command } => {
             let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
             jobs::run(
-                Queue::new(pool, std::time::Duration::from_secs(60)),
+                // A person's cancel here settles the job's document as the API's does.
+                Queue::new(pool, std::time::Duration::from_secs(60))
+                    .with_ends(std::sync::Arc::new(crate::pipeline::kinds())),
                 command,
             )
             .await

@@ -34,11 +34,12 @@ pub struct AppState {
 
 impl AppState {
     /// A state over `pool` that searches with `searcher`. Unless set: a queue with a 60 s
-    /// lease, the worker's built-in job kinds, no token, 50 MiB uploads, no embedder warning,
+    /// lease that settles the pipeline's ended jobs, the worker's built-in job kinds, no token, 50 MiB uploads, no embedder warning,
     /// the default [`Guard`].
     pub fn builder(pool: sqlx::PgPool, searcher: Arc<Searcher>) -> AppStateBuilder {
         AppStateBuilder {
-            queue: Queue::new(pool.clone(), Duration::from_secs(60)),
+            queue: Queue::new(pool.clone(), Duration::from_secs(60))
+                .with_ends(Arc::new(crate::pipeline::kinds())),
             pool,
             searcher,
             job_kinds: crate::worker::builtin::KINDS
@@ -66,9 +67,10 @@ pub struct AppStateBuilder {
 }
 
 impl AppStateBuilder {
-    /// The queue `/api/jobs` enqueues into and reads.
+    /// The queue `/api/jobs` enqueues into and reads; when it has no hook for ended jobs, a
+    /// person's cancel settles the pipeline's jobs as the default queue's does.
     pub fn queue(mut self, queue: Queue) -> Self {
-        self.queue = queue;
+        self.queue = queue.or_ends(|| Arc::new(crate::pipeline::kinds()));
         self
     }
 

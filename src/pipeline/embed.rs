@@ -19,10 +19,9 @@ use pgvector::Vector;
 
 use super::Pipeline;
 use super::jobs::EmbedJob;
-use crate::documents::{self, DocumentId};
+use crate::documents::{self, DocumentId, Step};
 use crate::embed::{EmbedError, Embedder};
 use crate::queue;
-use crate::queue::payload::JobPayload;
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
 /// How long to wait when a provider says "slow down" without saying for how long.
@@ -292,15 +291,13 @@ async fn embedding_failed(
             error: anyhow::Error::new(err),
         };
     }
-    let settled = documents::settle_failed_step(
-        &pipeline.pool,
-        id,
-        job.id,
-        EmbedJob::KIND,
-        err.code(),
-        &err.to_string(),
-    )
-    .await;
+    let settled = match pipeline.pool.acquire().await {
+        Ok(mut conn) => {
+            let (code, message) = (err.code(), err.to_string());
+            super::settle::failed_step(&mut conn, id, job.id, Step::Embed, code, &message).await
+        }
+        Err(err) => Err(err),
+    };
     if let Err(db) = settled {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("recording the embedding failure"),

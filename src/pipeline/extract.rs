@@ -17,9 +17,8 @@ use super::Pipeline;
 use super::jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob};
 use crate::analysis::ANALYZER_VERSION;
 use crate::chunk::{Chunk, chunk_pages};
-use crate::documents::{self, DocumentId, Extraction};
+use crate::documents::{self, DocumentId, Extraction, Step};
 use crate::extract::{self, DocKind, ExtractError, Extracted, Page};
-use crate::queue::payload::JobPayload;
 use crate::queue::{self, NewJob};
 use crate::search::index::{self, ChunkTerms};
 use crate::worker::{Job, JobError, Outcome, ResultExt};
@@ -256,15 +255,13 @@ pub(super) async fn failed(
         };
     }
     // OCR is a phase of extraction: its failure settles the document as the extract step's.
-    let settled = documents::settle_failed_step(
-        &pipeline.pool,
-        id,
-        job.id,
-        ExtractJob::KIND,
-        err.code(),
-        &err.to_string(),
-    )
-    .await;
+    let settled = match pipeline.pool.acquire().await {
+        Ok(mut conn) => {
+            let (code, message) = (err.code(), err.to_string());
+            super::settle::failed_step(&mut conn, id, job.id, Step::Extract, code, &message).await
+        }
+        Err(err) => Err(err),
+    };
     if let Err(db) = settled {
         return JobError::Retry {
             error: anyhow::Error::new(db).context("recording the extraction failure"),

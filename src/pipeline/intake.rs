@@ -4,15 +4,9 @@
 
 use sqlx::{PgConnection, PgPool};
 
-use super::jobs::{EmbedJob, ExtractJob};
+use super::jobs::{DOCUMENT_KEY, ExtractJob};
 use crate::documents::{self, DocumentId, NewDocument, Stored};
-use crate::queue::payload::JobPayload;
-use crate::queue::{self, JobId, NewJob, QueueError, by_payload};
-
-/// The steps that work on a document's current text: a reprocess or a delete cancels their
-/// jobs. (An OCR job finds the document gone, or hands over to an extraction the reprocess has
-/// already superseded.)
-const TEXT_STEPS: [&str; 2] = [ExtractJob::KIND, EmbedJob::KIND];
+use crate::queue::{self, JobId, NewJob, QueueError};
 
 /// Stores an upload and enqueues its extraction, in one transaction (see
 /// [`documents::create_with_first_job`]).
@@ -68,13 +62,16 @@ pub async fn delete_document(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx
     Ok(deleted)
 }
 
-/// Cancels the document's waiting and running extract and embed jobs, except `keep`, on
-/// `conn`, with `reason` as their last error. Returns how many.
+/// Cancels the document's waiting and running jobs of every kind that works on a document
+/// (declared with `OWNER_KEY = DOCUMENT_KEY`), except `keep`, on `conn`, with `reason` as their
+/// last error, and settles them. Returns how many.
 async fn cancel_pipeline_jobs(
     conn: &mut PgConnection,
     id: DocumentId,
     keep: Option<JobId>,
     reason: &str,
 ) -> Result<u64, sqlx::Error> {
-    by_payload::cancel(conn, &TEXT_STEPS, "document_id", id.0, keep, reason).await
+    super::kinds()
+        .cancel_owned(conn, DOCUMENT_KEY, id.0, keep, reason)
+        .await
 }

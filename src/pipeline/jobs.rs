@@ -1,14 +1,25 @@
-//! The pipeline's job kinds as payload types: each names its kind string, its payload's JSON
-//! and its idempotency key, in one place for the code that enqueues it and the handler that
-//! runs it.
+//! The pipeline's job kinds, each declared once on its payload type: its kind string, JSON and
+//! idempotency key ([`JobPayload`]), its handler, concurrency, the document whose reprocess or
+//! delete cancels it, and what its end means for that document ([`JobKind`]).
 //!
 //! Payloads carry references only (a document id, a model version name), never content.
 
-use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::sync::Arc;
 
-use crate::documents::DocumentId;
-use crate::queue::JobId;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+
+use super::{Pipeline, settle};
+use crate::documents::{self, DocumentId, Step};
 use crate::queue::payload::JobPayload;
+use crate::queue::{End, JobId};
+use crate::worker::{Job, JobError, JobKind, Outcome};
+
+/// The payload key of the pipeline's document steps: a document's reprocess or delete cancels
+/// the jobs that name it there.
+pub const DOCUMENT_KEY: &str = "document_id";
 
 /// Extract a document's text: `{"document_id": 1}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +38,38 @@ impl JobPayload for ExtractJob {
     }
 }
 
+impl JobKind for ExtractJob {
+    type Context = Pipeline;
+    /// Extraction is CPU-bound (and PDFs run in child processes).
+    const CONCURRENCY: usize = 2;
+    const OWNER_KEY: Option<&'static str> = Some(DOCUMENT_KEY);
+
+    fn run(
+        pipeline: Arc<Pipeline>,
+        job: Job,
+        payload: Self,
+    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+        super::extract::run(pipeline, job, payload)
+    }
+
+    fn on_ended<'c>(
+        conn: &'c mut PgConnection,
+        job: JobId,
+        payload: Self,
+        end: &'c End,
+    ) -> BoxFuture<'c, Result<(), sqlx::Error>> {
+        let id = payload.document_id;
+        Box::pin(settle::job_ended(
+            conn,
+            id,
+            job,
+            Self::KIND,
+            Step::Extract,
+            end,
+        ))
+    }
+}
+
 /// Read the pages of a document that have no usable text layer with OCR:
 /// `{"document_id": 1}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +84,37 @@ impl JobPayload for OcrJob {
 
     fn idempotency_key(&self, extract_job: &JobId) -> Option<String> {
         Some(format!("ocr:{}:{extract_job}", self.document_id))
+    }
+}
+
+impl JobKind for OcrJob {
+    type Context = Pipeline;
+    /// OCR takes a core per job for seconds a page; as a kind of its own it never occupies the
+    /// extract slots.
+    const CONCURRENCY: usize = 1;
+    const OWNER_KEY: Option<&'static str> = Some(DOCUMENT_KEY);
+
+    fn run(
+        pipeline: Arc<Pipeline>,
+        job: Job,
+        payload: Self,
+    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+        super::ocr::run(pipeline, job, payload)
+    }
+
+    /// OCR is a phase of extraction: its end settles the document as the extract step's, and
+    /// clears the progress it left.
+    fn on_ended<'c>(
+        conn: &'c mut PgConnection,
+        job: JobId,
+        payload: Self,
+        end: &'c End,
+    ) -> BoxFuture<'c, Result<(), sqlx::Error>> {
+        let id = payload.document_id;
+        Box::pin(async move {
+            documents::clear_progress(&mut *conn, id).await?;
+            settle::job_ended(conn, id, job, Self::KIND, Step::Extract, end).await
+        })
     }
 }
 
@@ -77,6 +151,38 @@ impl JobPayload for EmbedJob {
     }
 }
 
+impl JobKind for EmbedJob {
+    type Context = Pipeline;
+    /// Embedding mostly waits on the provider and the rate limiter.
+    const CONCURRENCY: usize = 4;
+    const OWNER_KEY: Option<&'static str> = Some(DOCUMENT_KEY);
+
+    fn run(
+        pipeline: Arc<Pipeline>,
+        job: Job,
+        payload: Self,
+    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+        super::embed::run(pipeline, job, payload)
+    }
+
+    fn on_ended<'c>(
+        conn: &'c mut PgConnection,
+        job: JobId,
+        payload: Self,
+        end: &'c End,
+    ) -> BoxFuture<'c, Result<(), sqlx::Error>> {
+        let id = payload.document_id;
+        Box::pin(settle::job_ended(
+            conn,
+            id,
+            job,
+            Self::KIND,
+            Step::Embed,
+            end,
+        ))
+    }
+}
+
 /// Enqueue embed jobs for the documents whose set under a model version is missing or
 /// incomplete: `{}` for the active version, or `{"model_version": "…"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +199,19 @@ impl JobPayload for ReembedJob {
 
     fn idempotency_key(&self, _: &()) -> Option<String> {
         None
+    }
+}
+
+/// One run at a time: it only enqueues. Its end touches no document.
+impl JobKind for ReembedJob {
+    type Context = Pipeline;
+
+    fn run(
+        pipeline: Arc<Pipeline>,
+        job: Job,
+        payload: Self,
+    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+        super::reembed::run(pipeline, job, payload)
     }
 }
 

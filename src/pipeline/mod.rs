@@ -10,17 +10,18 @@
 //!
 //! No transaction stays open across an extraction or an embedding call.
 //!
-//! The pipeline owns its job kinds as payload types ([`ExtractJob`], [`OcrJob`], [`EmbedJob`],
-//! [`ReembedJob`]: kind, payload and idempotency key in one place), registered with the worker
-//! by type. Documents enter through [`create_with_extract_job`] and restart or leave through
-//! [`reprocess`] and [`delete_document`], which cancel the jobs still working on the old text.
-//! A document's status moves only through the transitions of [`crate::documents`].
+//! The pipeline owns its job kinds, each declared once on its payload type ([`ExtractJob`],
+//! [`OcrJob`], [`EmbedJob`], [`ReembedJob`]: kind, payload, key, handler, concurrency, owner and
+//! end hook) and listed once in [`declare`]. Documents enter through [`create_with_extract_job`]
+//! and restart or leave through [`reprocess`] and [`delete_document`], which cancel every kind
+//! that works on a document. A document's status moves only through the transitions of
+//! [`crate::documents`].
 //!
 //! A document never shows a step in progress after that step's job ended: a handler that fails
-//! for good records its readable reason ([`crate::documents::settle_failed_step`]), and every other end
-//! (rescued past its last attempt, cancelled, a panic on the last attempt) settles the document
-//! in the same transaction through the `jobs_settle_document` trigger. Neither lets a job speak for
-//! a document that has moved on (a newer job of the step waits, or it is searchable already).
+//! for good records its readable reason, and every other end (rescued past its last attempt,
+//! cancelled, a panic on the last attempt) settles the document through the kind's end hook, in
+//! the transaction that ends the job. Neither lets a job speak for a document that has moved on
+//! (a newer job of the step waits, or it is searchable already); see `settle`.
 
 mod embed;
 mod extract;
@@ -28,9 +29,10 @@ mod intake;
 mod jobs;
 mod ocr;
 pub mod reembed;
+mod settle;
 
 pub use intake::{create_with_extract_job, delete_document, reprocess};
-pub use jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
+pub use jobs::{DOCUMENT_KEY, EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
 
 use std::sync::Arc;
 
@@ -40,7 +42,7 @@ use crate::extract::ExtractSettings;
 use crate::models::ModelVersion;
 use crate::queue::PayloadFilter;
 use crate::queue::payload::JobPayload;
-use crate::worker::Registry;
+use crate::worker::{Declare, Kinds, Registry};
 
 /// The job kind that enqueues embed jobs for stale documents (see [`reembed`]); the built-in
 /// nightly schedule names it.
@@ -60,18 +62,24 @@ pub struct Pipeline {
     /// (its input is cut at a token limit, so counts must be exact), an estimate otherwise.
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
     pub extraction: ExtractSettings,
-    /// OCR jobs running at once in this process: OCR takes a core per job for seconds a page,
-    /// and runs as its own job kind so it never occupies the extract slots.
-    pub ocr_concurrency: usize,
 }
 
-/// How many jobs of each step run at once in one process.
-#[derive(Debug, Clone, Copy)]
-pub struct PipelineConcurrency {
-    /// Extraction is CPU-bound (and PDFs run in child processes).
-    pub extract: usize,
-    /// Embedding mostly waits on the provider and the rate limiter.
-    pub embed: usize,
+/// Every job kind of the pipeline, listed once: adding a kind is its file (a payload type with
+/// its `JobPayload` and `JobKind`) and one line here.
+pub fn declare(kinds: &mut impl Declare<Pipeline>) {
+    kinds
+        .kind::<ExtractJob>()
+        .kind::<OcrJob>()
+        .kind::<EmbedJob>()
+        .kind::<ReembedJob>();
+}
+
+/// The pipeline's kinds without their handlers: what a queue settles their ended jobs with,
+/// and what a reprocess or delete cancels.
+pub fn kinds() -> Kinds {
+    let mut kinds = Kinds::new();
+    declare(&mut kinds);
+    kinds
 }
 
 impl Pipeline {
@@ -94,7 +102,6 @@ impl Pipeline {
             chunking,
             tokens,
             extraction,
-            ocr_concurrency: 1,
         }
     }
 
@@ -154,28 +161,14 @@ impl Pipeline {
         }))
     }
 
-    /// Adds the pipeline's handlers to `registry`.
-    pub fn register(self: &Arc<Self>, registry: &mut Registry, concurrency: PipelineConcurrency) {
-        let pipeline = self.clone();
-        registry.register_job(concurrency.extract, move |job, payload: ExtractJob| {
-            extract::run(pipeline.clone(), job, payload)
-        });
-        let pipeline = self.clone();
-        registry.register_job(self.ocr_concurrency, move |job, payload: OcrJob| {
-            ocr::run(pipeline.clone(), job, payload)
-        });
-        let pipeline = self.clone();
-        registry.register_job(concurrency.embed, move |job, payload: EmbedJob| {
-            embed::run(pipeline.clone(), job, payload)
-        });
+    /// Adds the pipeline's kinds, with their handlers, to `registry`; embed jobs of versions
+    /// this process cannot build are left to processes that can.
+    pub fn register(self: &Arc<Self>, registry: &mut Registry) {
+        declare(&mut registry.with(self.clone()));
         let pipeline = self.clone();
         registry.filter_claims(EmbedJob::KIND, move || {
             let pipeline = pipeline.clone();
             async move { pipeline.embed_claim_filter().await }
-        });
-        let pipeline = self.clone();
-        registry.register_job(1, move |job, payload: ReembedJob| {
-            reembed::run(pipeline.clone(), job, payload)
         });
     }
 }

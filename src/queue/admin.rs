@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{JobId, JobStatus, Queue, QueueError};
+use super::{End, EndedJob, JobId, JobStatus, Queue, QueueError};
 
 /// A job as people see it.
 #[derive(Debug, Clone, Serialize)]
@@ -61,30 +61,16 @@ pub struct QueueStats {
     pub expired_leases: i64,
 }
 
-/// `query_as!(JobRecord, …)` with the record's columns spliced in where `{columns}` stands:
-/// the SQL before and after it are literals, so the whole statement is still one literal the
-/// macro checks, and the column list with its type overrides is written once.
-macro_rules! job_record_query {
-    ($before:literal {columns} $after:literal $(, $args:expr)* $(,)?) => {
-        sqlx::query_as!(
-            JobRecord,
-            $before
-                + r#"id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
-                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
-                last_error, errors, created_at, updated_at, finished_at"#
-                + $after
-            $(, $args)*
-        )
-    };
-}
-
 impl Queue {
     /// One job.
     pub async fn get(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        job_record_query!(
-            "select " {columns} "
+        sqlx::query_as!(
+            JobRecord,
+            r#"select id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+                last_error, errors, created_at, updated_at, finished_at
             from jobs
-            where id = $1",
+            where id = $1"#,
             id.0,
         )
         .fetch_optional(&self.pool)
@@ -94,14 +80,17 @@ impl Queue {
 
     /// A page of jobs, newest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, QueueError> {
-        let rows = job_record_query!(
-            "select " {columns} "
+        let rows = sqlx::query_as!(
+            JobRecord,
+            r#"select id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+                last_error, errors, created_at, updated_at, finished_at
             from jobs
             where ($1::text is null or status = $1)
               and ($2::text is null or kind = $2)
               and ($3::bigint is null or id < $3)
             order by id desc
-            limit $4",
+            limit $4"#,
             filter.status.map(JobStatus::as_str),
             filter.kind.as_deref(),
             filter.before.map(|id| id.0),
@@ -159,11 +148,14 @@ impl Queue {
         })
     }
 
-    /// Cancels a `ready` or `running` job. A running job's worker loses its lease: its next
-    /// heartbeat or completion is refused and its result discarded.
+    /// Cancels a `ready` or `running` job; the queue's hook settles it in the same
+    /// transaction. A running job's worker loses its lease: its next heartbeat or completion is
+    /// refused and its result discarded.
     pub async fn cancel(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        let row = job_record_query!(
-            "update jobs
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query_as!(
+            JobRecord,
+            r#"update jobs
             set status = 'cancelled',
                 lease_token = null,
                 lease_until = null,
@@ -171,15 +163,26 @@ impl Queue {
                 updated_at = now()
             where id = $1
               and status in ('ready', 'running')
-            returning " {columns} "",
+            returning id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+                last_error, errors, created_at, updated_at, finished_at"#,
             id.0,
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        match row {
-            Some(row) => Ok(row),
-            None => Err(self.wrong_state(id, "cancel", "ready or running").await),
-        }
+        let Some(row) = row else {
+            drop(tx);
+            return Err(self.wrong_state(id, "cancel", "ready or running").await);
+        };
+        let ended = EndedJob {
+            id,
+            kind: row.kind.clone(),
+            payload: row.payload.clone(),
+            end: End::Cancelled { reason: None },
+        };
+        self.settle(&mut tx, &[ended]).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// A person's retry of a `dead` or `cancelled` job: back to `ready` now, with the attempt
@@ -187,8 +190,9 @@ impl Queue {
     /// the history reads true). The budget is the original one, recorded at the first retry, so
     /// retrying the same job again and again adds the same number of attempts each time.
     pub async fn retry_dead(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        let row = job_record_query!(
-            "update jobs
+        let row = sqlx::query_as!(
+            JobRecord,
+            r#"update jobs
             set status = 'ready',
                 run_at = now(),
                 attempt_budget = coalesce(attempt_budget, max_attempts),
@@ -199,7 +203,9 @@ impl Queue {
                 updated_at = now()
             where id = $1
               and status in ('dead', 'cancelled')
-            returning " {columns} "",
+            returning id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+                last_error, errors, created_at, updated_at, finished_at"#,
             id.0,
         )
         .fetch_optional(&self.pool)

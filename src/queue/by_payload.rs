@@ -10,7 +10,7 @@
 use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
 
-use super::{JobId, JobStatus};
+use super::{End, EndedJob, JobId, JobStatus};
 
 /// A job as listed under what its payload names, with its error history.
 #[derive(Debug, Clone, Serialize)]
@@ -47,9 +47,10 @@ pub async fn list(
 }
 
 /// Cancels the waiting and running jobs of `kinds` whose payload holds `id` under `key`,
-/// except `keep`, on `conn`, with `reason` as their last error. A running job's lease goes with
-/// its token, so its worker's next heartbeat stops the handler and no write of it lands.
-/// Returns how many were cancelled.
+/// except `keep`, on `conn`, with `reason` as their last error, and returns them: the caller
+/// settles them in the same transaction (the worker's `Kinds::cancel_owned` does). A running
+/// job's lease goes with its token, so its worker's next heartbeat stops the handler and no
+/// write of it lands.
 pub async fn cancel(
     conn: &mut PgConnection,
     kinds: &[&str],
@@ -57,10 +58,10 @@ pub async fn cancel(
     id: i64,
     keep: Option<JobId>,
     reason: &str,
-) -> Result<u64, sqlx::Error> {
+) -> Result<Vec<EndedJob>, sqlx::Error> {
     let kinds: Vec<String> = kinds.iter().map(|kind| (*kind).to_owned()).collect();
-    let cancelled = sqlx::query!(
-        "update jobs
+    let rows = sqlx::query!(
+        r#"update jobs
          set status = 'cancelled',
              lease_token = null,
              lease_until = null,
@@ -71,17 +72,55 @@ pub async fn cancel(
            and (payload ->> $1)::bigint = $2
            and kind = any($3)
            and status in ('ready', 'running')
-           and ($4::bigint is null or id <> $4)",
+           and ($4::bigint is null or id <> $4)
+         returning id as "id: JobId", kind, payload"#,
         key,
         id,
         &kinds,
         keep.map(|job| job.0),
         reason,
     )
-    .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(cancelled)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| EndedJob {
+            id: row.id,
+            kind: row.kind,
+            payload: row.payload,
+            end: End::Cancelled {
+                reason: Some(reason.to_owned()),
+            },
+        })
+        .collect())
+}
+
+/// Whether a waiting or running job of one of `kinds`, other than `except`, has `id` under
+/// `key` in its payload: something else still works for what `id` names.
+pub async fn any_pending(
+    conn: &mut PgConnection,
+    kinds: &[&str],
+    key: &str,
+    id: i64,
+    except: JobId,
+) -> Result<bool, sqlx::Error> {
+    let kinds: Vec<String> = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+    sqlx::query_scalar!(
+        r#"select exists (
+             select 1
+             from jobs
+             where kind = any($1)
+               and status in ('ready', 'running')
+               and id <> $4
+               and payload ? $2
+               and (payload ->> $2)::bigint = $3) as "pending!""#,
+        &kinds,
+        key,
+        id,
+        except.0,
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// Which of `ids` have a waiting or running job of `kind` whose payload holds the id under

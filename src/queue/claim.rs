@@ -1,13 +1,15 @@
 //! Claims and everything a lease holder may do afterwards. Each statement after the claim is
-//! fenced by `id`, `status = 'running'` and the lease token.
+//! fenced by `id`, `status = 'running'` and the lease token; each is a plain SQL file in
+//! `sql/`, checked at compile time, and takes the time as its last parameter (null for the
+//! database's clock, see [`Queue::at`]).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, query_as};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::{JobId, JobStatus, Lease, MAX_ERROR_CHARS, Queue, QueueError};
+use super::{EndedJob, JobId, JobStatus, Lease, MAX_ERROR_CHARS, Queue, QueueError, ends::End};
 
 /// A job handed to a worker, with the lease that lets it report the outcome.
 #[derive(Debug, Clone)]
@@ -35,58 +37,10 @@ struct ClaimRow {
     run_at: DateTime<Utc>,
 }
 
-/// Hands the claim statement's text, as one string literal, to the macro `$callback` together
-/// with the tokens around it: `claim_sql!(concat!())` is the text itself ([`CLAIM_SQL`]),
-/// `claim_sql!(query_as!(Row,), args…)` the compile-checked claim. A literal written once, so
-/// what EXPLAIN sees and what runs cannot drift apart (the query macros take only literals).
-///
-/// The `!` on the lease columns states what `jobs_lease_check` guarantees for a running row.
-macro_rules! claim_sql {
-    ($callback:ident!($($before:tt)*) $(, $($after:tt)*)?) => {
-        $callback!(
-            $($before)*
-            r#"update jobs
-    set status = 'running',
-        attempts = attempts + 1,
-        lease_token = gen_random_uuid(),
-        lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-        leased_by = $4,
-        updated_at = now()
-    where id = any(array(
-        select id
-        from jobs
-        where status = 'ready'
-          and kind = $1
-          and run_at <= now()
-          and ($5::text is null or not coalesce(payload ->> $5, '') = any($6::text[]))
-        order by run_at, id
-        limit $2
-        for update skip locked))
-      and (select set_config('synchronous_commit', 'off', true)) = 'off'
-    returning id as "id: JobId", kind, payload, attempts, max_attempts,
-        lease_token as "lease_token!", lease_until as "lease_until!", run_at"#
-            $(, $($after)*)?
-        )
-    };
-}
-
-/// The claim statement. Parameters: `$1` kind, `$2` how many, `$3` lease in milliseconds,
-/// `$4` worker id, `$5`/`$6` an optional [`PayloadFilter`] (key and skipped values, both null
-/// for none). Public so tests and benchmarks can EXPLAIN exactly what runs.
-///
-/// The ids are picked in a subquery under `for update skip locked` and updated by
-/// `id = any(array(...))`: with that shape PostgreSQL keeps the plan on `jobs_ready_idx` even
-/// under a generic plan, where a CTE or join with `limit $2` was measured to fall back to
-/// scanning the whole table.
-///
-/// The claim commits asynchronously (`synchronous_commit = off` for its own transaction, set by
-/// the one-time filter, an init plan evaluated once): it does not wait for the WAL flush. A
-/// claim lost to a server crash leaves its jobs `ready`, as if never claimed, and the fence
-/// then refuses whatever the worker writes under the lost lease, so at-least-once holds. Any
-/// later synchronous commit (a completion) flushes the claim with it. The statement must run
-/// in a transaction of its own, as [`Queue::claim`] runs it, since the setting lasts until the
-/// transaction ends.
-pub const CLAIM_SQL: &str = claim_sql!(concat!());
+/// The claim statement, `sql/claim.sql`: its parameters are described at its top. Public so
+/// tests and benchmarks can EXPLAIN exactly what runs. It changes no setting: its asynchronous
+/// commit comes from the connections [`Queue::claim`] runs it on (see `claim_pool`).
+pub const CLAIM_SQL: &str = include_str!("sql/claim.sql");
 
 /// Skips jobs whose payload field `key` is one of `skipped`: a worker that can run some jobs of
 /// a kind but not others (an embedder for some model versions) leaves those to workers that
@@ -99,29 +53,9 @@ pub struct PayloadFilter {
     pub skipped: Vec<String>,
 }
 
-/// `query_scalar!` of `update jobs <set>` on the jobs of many leases at once, fenced by each
-/// one's token: `$1` ids and `$2` tokens (unnested side by side), returning the ids it matched.
-/// The `set` clause is the caller's literal; the fence is written once, and the whole is still
-/// one literal the macro checks.
-macro_rules! fenced_batch {
-    ($set:literal, $ids:expr, $tokens:expr $(, $args:expr)* $(,)?) => {
-        sqlx::query_scalar!(
-            "update jobs
-            " + $set + r#"
-            from unnest($1::bigint[], $2::uuid[]) as held(id, token)
-            where jobs.id = held.id
-              and jobs.status = 'running'
-              and jobs.lease_token = held.token
-            returning jobs.id as "id: JobId""#,
-            $ids,
-            $tokens
-            $(, $args)*
-        )
-    };
-}
-
 impl Queue {
-    /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]).
+    /// Claims up to `limit` due `ready` jobs of `kind` for `worker` ([`CLAIM_SQL`]), in one
+    /// round trip on the claims' own connections, committed asynchronously.
     pub async fn claim(
         &self,
         kind: &str,
@@ -143,16 +77,18 @@ impl Queue {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = claim_sql!(
-            query_as!(ClaimRow,),
+        let rows = sqlx::query_file_as!(
+            ClaimRow,
+            "src/queue/sql/claim.sql",
             kind,
             limit,
             self.lease_millis(),
             worker,
             filter.map(|f| f.key.as_str()),
             filter.map(|f| f.skipped.as_slice()),
+            self.now,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.claims)
         .await?;
 
         Ok(rows
@@ -179,12 +115,12 @@ impl Queue {
             return Ok(Vec::new());
         }
         let (ids, tokens) = split(leases);
-        let kept = fenced_batch!(
-            "set lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-                updated_at = now()",
+        let kept = sqlx::query_file_scalar!(
+            "src/queue/sql/extend.sql",
             &ids,
             &tokens,
             self.lease_millis(),
+            self.now,
         )
         .fetch_all(&self.pool)
         .await?;
@@ -204,9 +140,10 @@ impl Queue {
     }
 
     /// Records a transient failure and schedules the job again after `delay` (or moves it to
-    /// `dead` when this was its last attempt). With `spend_attempt` false the attempt is given
-    /// back and the error history is left alone: being rate limited is waiting, not failing
-    /// (`last_error` still says why the job waits). Returns the job's new status.
+    /// `dead` when this was its last attempt, settled by the queue's hook in the same
+    /// transaction). With `spend_attempt` false the attempt is given back and the error history
+    /// is left alone: being rate limited is waiting, not failing (`last_error` still says why
+    /// the job waits). Returns the job's new status.
     pub async fn retry(
         &self,
         lease: &Lease,
@@ -214,55 +151,42 @@ impl Queue {
         delay: Duration,
         spend_attempt: bool,
     ) -> Result<JobStatus, QueueError> {
-        let status = sqlx::query_scalar!(
-            r#"update jobs
-            set attempts = attempts - case when $5 then 0 else 1 end,
-                status = case when $5 and attempts >= max_attempts then 'dead' else 'ready' end,
-                run_at = now() + $3 * interval '1 millisecond',
-                lease_token = null,
-                lease_until = null,
-                last_error = $4,
-                errors = case when $5 then jobs_push_error(errors, attempts, $4) else errors end,
-                finished_at = case when $5 and attempts >= max_attempts then now() end,
-                updated_at = now()
-            where id = $1
-              and status = 'running'
-              and lease_token = $2
-            returning status as "status: JobStatus""#,
+        let error = truncate(error);
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query_file!(
+            "src/queue/sql/retry.sql",
             lease.job_id.0,
             lease.token,
             delay.as_secs_f64() * 1000.0,
-            truncate(error),
+            error,
             spend_attempt,
+            self.now,
         )
-        .fetch_optional(&self.pool)
-        .await?;
-        status.ok_or(QueueError::LeaseLost(lease.job_id))
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(QueueError::LeaseLost(lease.job_id))?;
+        if row.status == JobStatus::Dead {
+            let ended = killed(lease.job_id, row.kind, row.payload, error);
+            self.settle(&mut tx, &[ended]).await?;
+        }
+        tx.commit().await?;
+        Ok(row.status)
     }
 
     /// Moves the job to `dead` at once: a permanent failure that no retry can fix. The job
-    /// keeps its payload and error history so a person can decide what to do.
+    /// keeps its payload and error history so a person can decide what to do; the queue's hook
+    /// settles it in the same transaction.
     pub async fn fail(&self, lease: &Lease, error: &str) -> Result<(), QueueError> {
-        let updated = sqlx::query!(
-            "update jobs
-            set status = 'dead',
-                lease_token = null,
-                lease_until = null,
-                last_error = $3,
-                errors = jobs_push_error(errors, attempts, $3),
-                finished_at = now(),
-                updated_at = now()
-            where id = $1
-              and status = 'running'
-              and lease_token = $2",
-            lease.job_id.0,
-            lease.token,
-            truncate(error),
-        )
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        fenced(updated, lease)
+        let error = truncate(error);
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query_file!("src/queue/sql/fail.sql", lease.job_id.0, lease.token, error,)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(QueueError::LeaseLost(lease.job_id))?;
+        let ended = killed(lease.job_id, row.kind, row.payload, error);
+        self.settle(&mut tx, &[ended]).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Hands running jobs back to `ready` without spending their attempt: used at shutdown for
@@ -272,43 +196,39 @@ impl Queue {
             return Ok(Vec::new());
         }
         let (ids, tokens) = split(leases);
-        let matched = fenced_batch!(
-            "set status = 'ready',
-                attempts = greatest(attempts - 1, 0),
-                run_at = now(),
-                lease_token = null,
-                lease_until = null,
-                updated_at = now()",
-            &ids,
-            &tokens,
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let matched =
+            sqlx::query_file_scalar!("src/queue/sql/release.sql", &ids, &tokens, self.now)
+                .fetch_all(&self.pool)
+                .await?;
         Ok(lost(leases, &matched))
+    }
+}
+
+/// A job that died with `error`.
+pub(super) fn killed(id: JobId, kind: String, payload: serde_json::Value, error: &str) -> EndedJob {
+    EndedJob {
+        id,
+        kind,
+        payload,
+        end: End::Killed {
+            error: error.to_owned(),
+        },
     }
 }
 
 /// Marks the jobs of `leases` done, fenced by each lease's token, in one statement on `conn`;
 /// returns the leases it did not match.
 async fn complete_on<'c>(
-    conn: impl sqlx::PgExecutor<'c>,
+    conn: impl PgExecutor<'c>,
     leases: &[Lease],
 ) -> Result<Vec<Lease>, QueueError> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
     let (ids, tokens) = split(leases);
-    let matched = fenced_batch!(
-        "set status = 'done',
-            lease_token = null,
-            lease_until = null,
-            finished_at = now(),
-            updated_at = now()",
-        &ids,
-        &tokens,
-    )
-    .fetch_all(conn)
-    .await?;
+    let matched = sqlx::query_file_scalar!("src/queue/sql/complete.sql", &ids, &tokens)
+        .fetch_all(conn)
+        .await?;
     Ok(lost(leases, &matched))
 }
 
@@ -320,14 +240,6 @@ pub async fn complete_in(conn: &mut PgConnection, lease: &Lease) -> Result<(), Q
         .await?
         .is_empty()
     {
-        Ok(())
-    } else {
-        Err(QueueError::LeaseLost(lease.job_id))
-    }
-}
-
-fn fenced(rows: u64, lease: &Lease) -> Result<(), QueueError> {
-    if rows == 1 {
         Ok(())
     } else {
         Err(QueueError::LeaseLost(lease.job_id))

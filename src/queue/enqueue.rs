@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use sqlx::PgConnection;
 
-use super::{CHANNEL, Enqueued, JobId, NewJob, QueueError};
+use super::{CHANNEL, DEFAULT_MAX_ATTEMPTS, Enqueued, JobId, NewJob, QueueError};
 
 /// Enqueues `job` on `conn`, which is normally inside the caller's transaction.
 ///
@@ -15,14 +15,14 @@ pub async fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, 
     job.validate()?;
     let inserted = sqlx::query_scalar!(
         r#"insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-        values ($1, $2, $3, coalesce($4, now()), coalesce($5, 10))
+        values ($1, $2, $3, coalesce($4, now()), $5)
         on conflict (idempotency_key) do nothing
         returning id as "id: JobId""#,
         job.kind,
         job.payload,
         job.idempotency_key,
         job.run_at,
-        job.max_attempts,
+        job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -58,13 +58,16 @@ pub async fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<u6
     let keys: Vec<Option<&str>> = jobs.iter().map(|j| j.idempotency_key.as_deref()).collect();
     let run_ats: Vec<Option<chrono::DateTime<chrono::Utc>>> =
         jobs.iter().map(|j| j.run_at).collect();
-    let max_attempts: Vec<Option<i32>> = jobs.iter().map(|j| j.max_attempts).collect();
+    let max_attempts: Vec<i32> = jobs
+        .iter()
+        .map(|j| j.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .collect();
 
     // `as _`: the macros type arrays as owned, non-null elements, and these hold borrowed
-    // values and nulls (the defaults); the explicit casts in the SQL still fix their types.
+    // values and nulls (no key, due now); the explicit casts in the SQL still fix their types.
     let inserted = sqlx::query!(
         "insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-        select kind, payload, key, coalesce(run_at, now()), coalesce(max_attempts, 10)
+        select kind, payload, key, coalesce(run_at, now()), max_attempts
         from unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[], $5::int[])
             as input(kind, payload, key, run_at, max_attempts)
         on conflict (idempotency_key) do nothing",
@@ -72,7 +75,7 @@ pub async fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<u6
         &payloads as _,
         &keys as _,
         &run_ats as _,
-        &max_attempts as _,
+        &max_attempts,
     )
     .execute(&mut *conn)
     .await?

@@ -3,59 +3,41 @@
 
 use std::time::Duration;
 
-use super::{JobStatus, Queue, QueueError};
+use super::claim::killed;
+use super::{JobId, JobStatus, Queue, QueueError};
 
 /// What one rescue pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Rescued {
     /// Expired jobs put back to `ready`.
     pub requeued: u64,
-    /// Expired jobs that had used their last attempt, now `dead`.
+    /// Expired jobs that had used their last attempt, now `dead` (and settled by the queue's
+    /// hook in the same transaction).
     pub dead: u64,
 }
 
 impl Queue {
     /// Returns up to `batch` running jobs whose lease expired to `ready`, or to `dead` when that
-    /// was their last attempt.
-    ///
-    /// A compare-and-set: the rows are locked with `skip locked` (a worker completing one right
-    /// now keeps it) and re-checked against the lease token and expiry that were seen, so a
-    /// completion that lands first always wins.
+    /// was their last attempt (`sql/rescue.sql`: a compare-and-set on the lease it saw, so a
+    /// completion that lands first always wins). The jobs that die are handed to the queue's
+    /// hook in the same transaction.
     pub async fn rescue_expired(&self, batch: usize) -> Result<Rescued, QueueError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-        let statuses = sqlx::query_scalar!(
-            r#"with expired as (
-                 select id, lease_token, lease_until
-                 from jobs
-                 where status = 'running'
-                   and lease_until < clock_timestamp()
-                 order by lease_until
-                 limit $1
-                 for update skip locked
-             )
-             update jobs
-             set status = case when jobs.attempts >= jobs.max_attempts then 'dead' else 'ready' end,
-                 run_at = now(),
-                 lease_token = null,
-                 lease_until = null,
-                 last_error = 'the lease expired: the worker stopped or lost its connection',
-                 errors = jobs_push_error(jobs.errors, jobs.attempts,
-                     'the lease expired: the worker stopped or lost its connection'),
-                 finished_at = case when jobs.attempts >= jobs.max_attempts then now() end,
-                 updated_at = now()
-             from expired
-             where jobs.id = expired.id
-               and jobs.status = 'running'
-               and jobs.lease_token = expired.lease_token
-               and jobs.lease_until = expired.lease_until
-             returning jobs.status as "status: JobStatus""#,
-            batch,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let dead = statuses.iter().filter(|s| **s == JobStatus::Dead).count() as u64;
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query_file!("src/queue/sql/rescue.sql", batch, self.now)
+            .fetch_all(&mut *tx)
+            .await?;
+        let total = rows.len() as u64;
+        let dead: Vec<_> = rows
+            .into_iter()
+            .filter(|row| row.status == JobStatus::Dead)
+            .map(|row| killed(row.id, row.kind, row.payload, &row.last_error))
+            .collect();
+        self.settle(&mut tx, &dead).await?;
+        tx.commit().await?;
+        let dead = dead.len() as u64;
         Ok(Rescued {
-            requeued: statuses.len() as u64 - dead,
+            requeued: total - dead,
             dead,
         })
     }
@@ -70,12 +52,13 @@ impl Queue {
                  select id
                  from jobs
                  where status = 'done'
-                   and finished_at < now() - $1 * interval '1 millisecond'
+                   and finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
                  order by finished_at
                  limit $2
                  for update skip locked))",
             older_than.as_secs_f64() * 1000.0,
             batch,
+            self.now,
         )
         .execute(&self.pool)
         .await?

@@ -7,9 +7,9 @@
 //!   connection, inside the caller's transaction, with a `NOTIFY` on [`CHANNEL`] that PostgreSQL
 //!   delivers only at commit. An idempotency key turns a second enqueue of the same work into a
 //!   no-op that returns the existing job.
-//! - **Leased claims** ([`Queue::claim`]): one short statement picks due `ready` rows with
-//!   `for update skip locked`, marks them `running` and gives each a fresh lease token and expiry.
-//!   No row lock is held while a handler runs.
+//! - **Leased claims** ([`Queue::claim`]): one short statement ([`CLAIM_SQL`]) picks due `ready`
+//!   rows with `for update skip locked`, marks them `running` and gives each a fresh lease token
+//!   and expiry. No row lock is held while a handler runs.
 //! - **Fenced outcomes** ([`Queue::complete`], [`Queue::retry`], [`Queue::fail`], [`Queue::extend`],
 //!   [`Queue::release`]): every write after the claim matches id, `running` and the lease token.
 //!   Zero rows matched means the lease was lost; the caller is told so through
@@ -17,6 +17,14 @@
 //! - **Rescue and retention** ([`Queue::rescue_expired`], [`Queue::prune_done`]): expired leases
 //!   go back to `ready` (or `dead` past their attempts) and old `done` rows are deleted, both in
 //!   short batches so they never hold many locks.
+//! - **Ends settled with the job** ([`ends`]): a job that dies or is cancelled is handed to the
+//!   queue's [`JobEnds`] hook in the same transaction, so what it worked for (a document) never
+//!   shows it still running.
+//!
+//! The statements that claim and write under a lease are plain SQL files in `src/queue/sql/`,
+//! checked at compile time. Each takes the time as a parameter (null for the database's clock):
+//! [`Queue::at`] gives a handle that runs them at a chosen instant, so tests move time by
+//! passing it rather than by rewriting rows.
 //!
 //! It does not promise that a job runs once: leases expire, workers die. Handlers make their
 //! effects idempotent (unique keys and upserts), which is what makes at-least-once safe.
@@ -24,6 +32,7 @@
 mod admin;
 pub mod by_payload;
 mod claim;
+pub mod ends;
 mod enqueue;
 mod maintenance;
 pub mod payload;
@@ -32,12 +41,15 @@ pub mod stats;
 
 pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
 pub use claim::{CLAIM_SQL, ClaimedJob, PayloadFilter, complete_in};
+pub use ends::{End, EndedJob, JobEnds};
 pub use enqueue::{enqueue, enqueue_many};
 pub use maintenance::Rescued;
 pub use retry_policy::RetryPolicy;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -46,6 +58,11 @@ pub const CHANNEL: &str = "docket_jobs";
 
 /// The longest error message stored; longer ones are cut (on a character boundary).
 pub const MAX_ERROR_CHARS: usize = 4000;
+
+/// The attempts a job gets unless its kind or its enqueuer says otherwise. Every enqueue names
+/// the budget; the `jobs` column's default, which only SQL-side inserts use (a pg_cron firing),
+/// is this same number, as a test checks.
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 10;
 
 /// The largest payload the queue accepts. Payloads carry references, not content.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -80,12 +97,13 @@ pub struct NewJob {
     pub idempotency_key: Option<String>,
     /// Not before this instant; `None` means now.
     pub run_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// `None` takes the table's default.
+    /// `None` takes [`DEFAULT_MAX_ATTEMPTS`].
     pub max_attempts: Option<i32>,
 }
 
 impl NewJob {
-    /// A job of `kind` with `payload`, due now, with the default attempt budget.
+    /// A job of `kind` with `payload`, due now, with the default attempt budget
+    /// ([`DEFAULT_MAX_ATTEMPTS`]).
     pub fn new(kind: impl Into<String>, payload: serde_json::Value) -> Self {
         Self {
             kind: kind.into(),
@@ -240,17 +258,84 @@ pub enum QueueError {
     Database(#[from] sqlx::Error),
 }
 
-/// The queue's handle: a pool and the lease length. Cheap to clone.
-#[derive(Debug, Clone)]
+/// The queue's handle: a pool, the lease length, the hook that settles ended jobs, and the time
+/// its statements run at. Cheap to clone.
+#[derive(Clone)]
 pub struct Queue {
     pool: sqlx::PgPool,
+    /// Where claims run: see [`claim_pool`].
+    claims: sqlx::PgPool,
     lease: Duration,
+    ends: Option<Arc<dyn JobEnds>>,
+    /// `None`: the database's clock; `Some`: a fixed instant ([`Queue::at`]).
+    now: Option<DateTime<Utc>>,
+}
+
+/// The connections claims run on: to the same database as `pool`, as many at most as `pool`
+/// allows (opened only as claims need them: one per claim in flight, which is one per claiming
+/// kind in a worker), whose sessions commit asynchronously (`synchronous_commit = off`, set when
+/// they connect). A claim then does not wait for the WAL flush, in one round trip. A claim lost
+/// to a server crash leaves its jobs `ready`, as if never claimed, and the fence refuses
+/// whatever the worker writes under the lost lease, so at-least-once holds; any later
+/// synchronous commit (a completion) flushes the claim with it. Only the queue's claims use
+/// these connections, so the setting reaches nothing else: every other statement, and every
+/// caller's transaction, commits synchronously.
+fn claim_pool(pool: &sqlx::PgPool) -> sqlx::PgPool {
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .options([("synchronous_commit", "off")]);
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(pool.options().get_max_connections())
+        .connect_lazy_with(options)
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("lease", &self.lease)
+            .field("ends", &self.ends.is_some())
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Queue {
-    /// A queue on `pool` whose claims last `lease` unless extended.
+    /// A queue on `pool` whose claims last `lease` unless extended, with no hook for ended jobs
+    /// (see [`Queue::with_ends`]) and the database's clock. Call it inside a Tokio runtime: the
+    /// claims' own pool (see `claim_pool`) starts its upkeep task.
     pub fn new(pool: sqlx::PgPool, lease: Duration) -> Self {
-        Self { pool, lease }
+        Self {
+            claims: claim_pool(&pool),
+            pool,
+            lease,
+            ends: None,
+            now: None,
+        }
+    }
+
+    /// Hands every job this queue kills or cancels to `ends`, in the transaction that ends it.
+    pub fn with_ends(mut self, ends: Arc<dyn JobEnds>) -> Self {
+        self.ends = Some(ends);
+        self
+    }
+
+    /// This queue with `ends()` as its hook when it has none yet.
+    pub fn or_ends(self, ends: impl FnOnce() -> Arc<dyn JobEnds>) -> Self {
+        match self.ends {
+            Some(_) => self,
+            None => self.with_ends(ends()),
+        }
+    }
+
+    /// This queue, with its statements run as if it were `now`: due times, lease expiry and
+    /// backoff are measured from it. For tests and tools that must not wait for time to pass.
+    pub fn at(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            now: Some(now),
+            ..self.clone()
+        }
     }
 
     /// The pool the queue runs on.
@@ -265,5 +350,19 @@ impl Queue {
 
     fn lease_millis(&self) -> f64 {
         self.lease.as_secs_f64() * 1000.0
+    }
+
+    /// Hands `ended` to the hook, on `conn` (the transaction that ended them).
+    async fn settle(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        ended: &[EndedJob],
+    ) -> Result<(), QueueError> {
+        if let Some(ends) = &self.ends {
+            for job in ended {
+                ends.ended(conn, job).await?;
+            }
+        }
+        Ok(())
     }
 }

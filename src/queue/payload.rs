@@ -3,8 +3,8 @@
 //! the kind string or the payload's fields.
 //!
 //! The queue still knows no kinds: this is a contract any module can implement for its own
-//! payloads (the pipeline does, for its steps), and the worker's `Registry::register_job`
-//! registers a handler by payload type.
+//! payloads. What else a kind declares (its handler, concurrency, retry policy and what its end
+//! means) is the worker's `JobKind`, built on this trait.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -16,6 +16,9 @@ pub trait JobPayload: Serialize + DeserializeOwned {
     /// The kind jobs of this payload run under.
     const KIND: &'static str;
 
+    /// How many attempts a job of this kind gets.
+    const MAX_ATTEMPTS: i32 = super::DEFAULT_MAX_ATTEMPTS;
+
     /// What, besides the payload, tells apart two enqueues that must both run (the request that
     /// asked, the job that handed over); `()` for kinds that are never deduplicated.
     type Cause: ?Sized;
@@ -26,13 +29,13 @@ pub trait JobPayload: Serialize + DeserializeOwned {
 }
 
 impl NewJob {
-    /// A job of `P::KIND` carrying `payload`, keyed for `cause`, due now, with the default
+    /// A job of `P::KIND` carrying `payload`, keyed for `cause`, due now, with the kind's
     /// attempt budget.
     pub fn of<P: JobPayload>(payload: &P, cause: &P::Cause) -> Result<Self, QueueError> {
         let json = serde_json::to_value(payload).map_err(|err| {
             QueueError::Invalid(format!("a {} payload does not serialize: {err}", P::KIND))
         })?;
-        let job = NewJob::new(P::KIND, json);
+        let job = NewJob::new(P::KIND, json).max_attempts(P::MAX_ATTEMPTS);
         Ok(match payload.idempotency_key(cause) {
             Some(key) => job.idempotency_key(key),
             None => job,
@@ -68,6 +71,6 @@ mod tests {
         assert_eq!(job.payload, serde_json::json!({ "image_id": 7 }));
         assert_eq!(job.idempotency_key.as_deref(), Some("resize:7:upload"));
         assert_eq!(job.run_at, None);
-        assert_eq!(job.max_attempts, None);
+        assert_eq!(job.max_attempts, Some(crate::queue::DEFAULT_MAX_ATTEMPTS));
     }
 }

@@ -174,8 +174,9 @@ async fn acknowledge(
     Some(recorded)
 }
 
-/// Records a failed attempt as its error asks: a retry with backoff, a wait that spends no
-/// attempt, a hand-back to another process, or `dead`.
+/// Records a failed attempt as its error asks: a retry with the kind's backoff, a wait that
+/// spends no attempt, a hand-back to another process, or `dead` (then the queue's end hook
+/// settles what the job worked on, in the same transaction).
 async fn record_failure(
     shared: &Shared,
     lease: &Lease,
@@ -186,7 +187,7 @@ async fn record_failure(
     let metrics = crate::metrics::global();
     match error {
         JobError::Retry { error, after } => {
-            let backoff = shared.config.retry_policy.delay(attempt);
+            let backoff = shared.kinds.retry_policy(kind).delay(attempt);
             let delay = after.map_or(backoff, |after| after.max(backoff));
             let message = format!("{error:#}");
             shared

@@ -23,12 +23,13 @@ mod completer;
 mod executor;
 mod heartbeat;
 mod job;
+mod kind;
 mod listener;
 mod producer;
 mod registry;
-mod typed;
 
 pub use job::{Job, JobError, Outcome, ResultExt};
+pub use kind::{Declare, Handlers, JobKind, Kinds};
 pub use registry::Registry;
 
 use std::collections::BTreeMap;
@@ -40,7 +41,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::queue::{Queue, RetryPolicy};
+use crate::queue::Queue;
 use executor::{Acker, execute};
 use heartbeat::Inflight;
 use producer::Producer;
@@ -60,7 +61,6 @@ pub struct WorkerConfig {
     pub heartbeat: Duration,
     /// How long running handlers may take to finish after shutdown is asked.
     pub shutdown_grace: Duration,
-    pub retry_policy: RetryPolicy,
 }
 
 impl WorkerConfig {
@@ -77,14 +77,16 @@ impl WorkerConfig {
             listen: true,
             heartbeat: lease / 3,
             shutdown_grace: Duration::from_secs(20),
-            retry_policy: RetryPolicy::default(),
         }
     }
 }
 
 /// What the parts of one worker share.
 pub(crate) struct Shared {
+    /// Settles the jobs it kills with the registry's table (unless it came with a hook).
     pub queue: Queue,
+    /// The registered kinds: their retry policies.
+    pub kinds: Kinds,
     pub config: WorkerConfig,
     pub inflight: Inflight,
     /// Cancelled when shutdown's grace period is over: executors stop their handlers and hand
@@ -99,11 +101,14 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker running `registry`'s handlers on `queue`.
+    /// A worker running `registry`'s handlers on `queue`. The jobs it kills are settled by
+    /// `queue`'s hook, or by the registry's kinds when `queue` has none.
     pub fn new(queue: Queue, registry: Registry, config: WorkerConfig) -> Self {
+        let queue = queue.or_ends(|| Arc::new(registry.table().clone()));
         Self {
             shared: Arc::new(Shared {
                 queue,
+                kinds: registry.table().clone(),
                 config,
                 inflight: Inflight::default(),
                 hand_back: CancellationToken::new(),

@@ -1,5 +1,7 @@
 //! Which job kinds this process runs, with what handler and how many at once, and (for kinds
-//! whose jobs not every process can run) which of them to leave to others.
+//! whose jobs not every process can run) which of them to leave to others. Kinds declared as
+//! types ([`JobKind`]) come with their defaults and end hooks, kept in the registry's
+//! [`Kinds`] table.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -7,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::job::{Job, JobError, Outcome};
+use super::kind::{Handlers, JobKind, Kinds};
 use crate::queue::PayloadFilter;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -47,6 +50,8 @@ impl KindConfig {
 #[derive(Clone, Default)]
 pub struct Registry {
     pub(crate) kinds: BTreeMap<String, KindConfig>,
+    /// What every registered kind is: defaults, retry policy, end hook.
+    table: Kinds,
 }
 
 impl Registry {
@@ -62,6 +67,7 @@ impl Registry {
         Fut: Future<Output = Result<Outcome, JobError>> + Send + 'static,
     {
         let handler: Arc<HandlerFn> = Arc::new(move |job| Box::pin(handler(job)));
+        self.table.add_untyped(kind, concurrency);
         self.kinds.insert(
             kind.to_owned(),
             KindConfig {
@@ -72,6 +78,45 @@ impl Registry {
             },
         );
         self
+    }
+
+    /// Runs jobs of kind `K` with `K::run` and `context`, `K::CONCURRENCY` at once, each
+    /// job's payload decoded as `K` (a payload that does not decode fails its job for good
+    /// without running it, as [`Job::payload`] does); `K`'s end hook settles its jobs that die.
+    pub fn add<K: JobKind>(&mut self, context: Arc<K::Context>) -> &mut Self {
+        self.register(K::KIND, K::CONCURRENCY, move |job: Job| {
+            let context = context.clone();
+            async move {
+                let payload: K = job.payload()?;
+                K::run(context, job, payload).await
+            }
+        });
+        self.table.add::<K>();
+        self
+    }
+
+    /// A view of this registry that takes a module's kinds with their handlers, each run with
+    /// `context`: what a module's list of kinds ([`super::Declare`]) is given.
+    pub fn with<C>(&mut self, context: Arc<C>) -> Handlers<'_, C> {
+        Handlers {
+            registry: self,
+            context,
+        }
+    }
+
+    /// Runs at most `concurrency` jobs of `kind` at once (a setting over the kind's default);
+    /// `kind` must be registered first.
+    pub fn set_concurrency(&mut self, kind: &str, concurrency: usize) -> &mut Self {
+        if let Some(config) = self.kinds.get_mut(kind) {
+            config.concurrency = concurrency.max(1);
+        }
+        self.table.set_concurrency(kind, concurrency);
+        self
+    }
+
+    /// The registered kinds' table: what the queue settles ended jobs with.
+    pub fn table(&self) -> &Kinds {
+        &self.table
     }
 
     /// Lets `kind` hold up to `jobs` claimed jobs beyond its concurrency, so that a claim

@@ -12,6 +12,7 @@ mod hostile;
 mod ingest;
 mod jobs_api;
 mod keyword;
+mod kinds;
 mod layers;
 mod local;
 mod metrics;

@@ -1,5 +1,6 @@
 //! The queue's contract against a real PostgreSQL: claims, fencing, retries, idempotency,
-//! transactional enqueue, rescue, retention, and the claim plan.
+//! transactional enqueue, rescue, retention, and the claim plan. Time moves by handing the
+//! queue a later instant ([`Queue::at`]), never by rewriting rows.
 
 use std::time::Duration;
 
@@ -7,20 +8,15 @@ use docket::queue::{self, CLAIM_SQL, JobId, JobStatus, NewJob, Queue, QueueError
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{enqueue, job_state, make_due};
+use crate::support::{enqueue, job_state};
 
 fn queue(pool: &PgPool) -> Queue {
     Queue::new(pool.clone(), Duration::from_secs(30))
 }
 
-/// Ends every running lease now, as if the lease time had passed.
-async fn expire_leases(pool: &PgPool) {
-    sqlx::query(
-        "update jobs set lease_until = now() - interval '1 second' where status = 'running'",
-    )
-    .execute(pool)
-    .await
-    .expect("expire leases");
+/// The queue a second after every lease taken now has run out.
+fn after_leases(q: &Queue) -> Queue {
+    q.at(chrono::Utc::now() + q.lease() + Duration::from_secs(1))
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
@@ -29,10 +25,14 @@ async fn stale_lease_cannot_complete_retry_or_extend(pool: PgPool) {
     let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
     let first = q.claim("noop", 1, "first").await.expect("claim").remove(0);
 
-    expire_leases(&pool).await;
-    let rescued = q.rescue_expired(10).await.expect("rescue");
+    let later = after_leases(&q);
+    let rescued = later.rescue_expired(10).await.expect("rescue");
     assert_eq!(rescued.requeued, 1);
-    let second = q.claim("noop", 1, "second").await.expect("claim").remove(0);
+    let second = later
+        .claim("noop", 1, "second")
+        .await
+        .expect("claim")
+        .remove(0);
     assert_eq!(second.lease.job_id, id);
     assert_ne!(second.lease.token, first.lease.token);
 
@@ -68,11 +68,10 @@ async fn rescue_does_not_overwrite_a_completion_that_landed_first(pool: PgPool) 
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
     let claimed = q.claim("noop", 1, "w").await.expect("claim").remove(0);
-    expire_leases(&pool).await;
     q.complete(&claimed.lease)
         .await
         .expect("complete before the rescuer runs");
-    let rescued = q.rescue_expired(10).await.expect("rescue");
+    let rescued = after_leases(&q).rescue_expired(10).await.expect("rescue");
     assert_eq!((rescued.requeued, rescued.dead), (0, 0));
     assert_eq!(job_state(&pool, id).await.0, "done");
 }
@@ -82,8 +81,11 @@ async fn expired_lease_on_the_last_attempt_goes_dead_with_its_reason(pool: PgPoo
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("noop", json!({})).max_attempts(1)).await;
     q.claim("noop", 1, "w").await.expect("claim");
-    expire_leases(&pool).await;
-    let rescued = q.rescue_expired(10).await.expect("rescue");
+    assert_eq!(
+        q.rescue_expired(10).await.expect("rescue"),
+        Default::default()
+    );
+    let rescued = after_leases(&q).rescue_expired(10).await.expect("rescue");
     assert_eq!((rescued.requeued, rescued.dead), (0, 1));
     let job = q.get(id).await.expect("job");
     assert_eq!(job.status, "dead");
@@ -101,9 +103,9 @@ async fn rescue_works_in_batches(pool: PgPool) {
         .await
         .expect("enqueue");
     q.claim("noop", 25, "w").await.expect("claim");
-    expire_leases(&pool).await;
-    assert_eq!(q.rescue_expired(10).await.expect("rescue").requeued, 10);
-    docket::maintenance::rescue_all(&q, 10).await;
+    let later = after_leases(&q);
+    assert_eq!(later.rescue_expired(10).await.expect("rescue").requeued, 10);
+    docket::maintenance::rescue_all(&later, 10).await;
     let ready: i64 = sqlx::query_scalar("select count(*) from jobs where status = 'ready'")
         .fetch_one(&pool)
         .await
@@ -135,8 +137,10 @@ async fn transient_failures_back_off_with_growing_jittered_delays(pool: PgPool) 
     };
     // delays[attempt][job]
     let mut delays: Vec<Vec<f64>> = Vec::new();
+    // Every delay here is due within a day.
+    let tomorrow = q.at(chrono::Utc::now() + chrono::Duration::days(1));
     for attempt in 1..=4 {
-        let claimed = q.claim("flaky", 10, "w").await.expect("claim");
+        let claimed = tomorrow.claim("flaky", 10, "w").await.expect("claim");
         assert_eq!(claimed.len(), ids.len());
         for job in &claimed {
             assert_eq!(job.attempt, attempt);
@@ -158,7 +162,6 @@ async fn transient_failures_back_off_with_growing_jittered_delays(pool: PgPool) 
             q.claim("flaky", 10, "w").await.expect("claim").is_empty(),
             "nothing is due before its delay"
         );
-        make_due(&pool).await;
     }
     for (attempt, pair) in delays.windows(2).enumerate() {
         for (job, (before, after)) in pair[0].iter().zip(&pair[1]).enumerate() {
@@ -392,8 +395,22 @@ async fn delayed_job_is_not_claimed_before_its_time(pool: PgPool) {
     let later = chrono::Utc::now() + chrono::Duration::hours(1);
     enqueue(&pool, NewJob::new("noop", json!({})).run_at(later)).await;
     assert!(q.claim("noop", 10, "w").await.expect("claim").is_empty());
-    make_due(&pool).await;
-    assert_eq!(q.claim("noop", 10, "w").await.expect("claim").len(), 1);
+    let just_before = q.at(later - chrono::Duration::seconds(1));
+    assert!(
+        just_before
+            .claim("noop", 10, "w")
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    assert_eq!(
+        q.at(later)
+            .claim("noop", 10, "w")
+            .await
+            .expect("claim")
+            .len(),
+        1
+    );
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
@@ -548,7 +565,7 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
         .expect("analyze");
 
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "prepare claim(text, bigint, float8, text, text, text[]) as {CLAIM_SQL}"
+        "prepare claim(text, bigint, float8, text, text, text[], timestamptz) as {CLAIM_SQL}"
     )))
     .execute(&mut *conn)
     .await
@@ -559,7 +576,7 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
             .await
             .expect("set plan mode");
         let plan: serde_json::Value = sqlx::query_scalar(
-            "explain (format json) execute claim('noop', 10, 60000, 'w', null, null)",
+            "explain (format json) execute claim('noop', 10, 60000, 'w', null, null, null)",
         )
         .fetch_one(&mut *conn)
         .await
@@ -579,21 +596,32 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
     assert_eq!(q.claim("noop", 10, "w").await.expect("claim").len(), 10);
 }
 
-/// The claim commits asynchronously, for its own transaction only: inside a transaction the
-/// setting is off once the claim ran, and the pooled connection is back to synchronous commits
-/// afterwards, so the completions that follow on it still wait for the WAL flush.
+/// The claim commits asynchronously on the queue's own claim connections: the statement carries
+/// no setting, so the queue's pool stays synchronous after claims, and running the statement
+/// inside a caller's transaction leaves that transaction synchronous.
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(pool: PgPool) {
     enqueue(&pool, NewJob::new("noop", json!({}))).await;
     enqueue(&pool, NewJob::new("noop", json!({}))).await;
-    let mut conn = pool.acquire().await.expect("conn");
     let show = "select current_setting('synchronous_commit')";
-    let before: String = sqlx::query_scalar(show)
-        .fetch_one(&mut *conn)
+    // One connection, so the claim and the checks share it.
+    let single = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .expect("a one-connection pool");
+    let q = Queue::new(single.clone(), Duration::from_secs(30));
+    assert_eq!(q.claim("noop", 1, "w").await.expect("claim").len(), 1);
+    let after: String = sqlx::query_scalar(show)
+        .fetch_one(&single)
         .await
         .expect("show");
-    assert_eq!(before, "on", "the server's default is synchronous");
+    assert_eq!(
+        after, "on",
+        "the setting ended with the claim's transaction"
+    );
 
+    let mut conn = pool.acquire().await.expect("conn");
     let mut tx = sqlx::Connection::begin(&mut *conn).await.expect("begin");
     let claimed = sqlx::query(CLAIM_SQL)
         .bind("noop")
@@ -602,6 +630,7 @@ async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(po
         .bind("w")
         .bind(None::<&str>)
         .bind(None::<Vec<String>>)
+        .bind(None::<chrono::DateTime<chrono::Utc>>)
         .fetch_all(&mut *tx)
         .await
         .expect("claim");
@@ -610,29 +639,25 @@ async fn a_claim_commits_asynchronously_and_leaves_the_connection_synchronous(po
         .fetch_one(&mut *tx)
         .await
         .expect("show");
-    assert_eq!(
-        during, "off",
-        "the claim's transaction commits asynchronously"
-    );
+    assert_eq!(during, "on", "a caller's transaction stays synchronous");
     tx.commit().await.expect("commit");
+}
 
-    let after: String = sqlx::query_scalar(show)
-        .fetch_one(&mut *conn)
-        .await
-        .expect("show");
+/// Every enqueue names its attempt budget (`queue::DEFAULT_MAX_ATTEMPTS` unless told); the
+/// table's own default serves only SQL-side inserts (a pg_cron firing) and must be the same.
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn the_attempt_budget_has_one_default(pool: PgPool) {
+    let id = enqueue(&pool, NewJob::new("noop", json!({}))).await;
     assert_eq!(
-        after, "on",
-        "the setting ended with the claim's transaction"
+        queue(&pool).get(id).await.expect("job").max_attempts,
+        queue::DEFAULT_MAX_ATTEMPTS
     );
-    drop(conn);
-    // The claim through the queue, on the pool, changes no connection either.
-    let q = queue(&pool);
-    assert_eq!(q.claim("noop", 1, "w").await.expect("claim").len(), 1);
-    for _ in 0..4 {
-        let setting: String = sqlx::query_scalar(show)
-            .fetch_one(&pool)
-            .await
-            .expect("show");
-        assert_eq!(setting, "on");
-    }
+    let column: String = sqlx::query_scalar(
+        "select column_default from information_schema.columns
+         where table_name = 'jobs' and column_name = 'max_attempts'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the column's default");
+    assert_eq!(column, queue::DEFAULT_MAX_ATTEMPTS.to_string());
 }

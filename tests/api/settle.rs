@@ -14,9 +14,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{
-    TestApp, TestWorker, enqueue, make_due, openai_embedder, pipeline, wait_until,
-};
+use crate::support::{TestApp, TestWorker, enqueue, openai_embedder, pipeline, wait_until};
 
 /// A document's status and the code of its error.
 async fn settled(pool: &PgPool, id: i64) -> (String, Option<String>) {
@@ -325,7 +323,6 @@ async fn vectors_of_replaced_text_never_land_on_the_new_chunks(pool: PgPool) {
         "a vector of the old text was written onto the new chunk"
     );
 
-    make_due(&pool).await;
     worker.run_until_idle().await;
     let stored: pgvector::Vector =
         sqlx::query_scalar("select embedding from embeddings where document_id = $1")

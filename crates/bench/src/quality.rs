@@ -276,13 +276,10 @@ async fn ingest(
         .await?;
     }
     let mut registry = docket::worker::Registry::new();
-    pipeline.register(
-        &mut registry,
-        docket::pipeline::PipelineConcurrency {
-            extract: 2,
-            embed: 2,
-        },
-    );
+    pipeline.register(&mut registry);
+    registry
+        .set_concurrency("extract", 2)
+        .set_concurrency("embed", 2);
     let lease = std::time::Duration::from_secs(120);
     let worker = Worker::new(
         docket::queue::Queue::new(pool.clone(), lease),

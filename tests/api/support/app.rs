@@ -11,7 +11,7 @@ use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
 use docket::http::{self, AppState, Guard};
 use docket::models::ModelVersion;
-use docket::pipeline::{Pipeline, PipelineConcurrency};
+use docket::pipeline::Pipeline;
 use docket::queue::Queue;
 use docket::search::Searcher;
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -258,13 +258,10 @@ impl TestWorker {
     /// Runs `pipeline`'s jobs, `embed` jobs `embed_concurrency` at a time.
     pub fn new(pool: &PgPool, pipeline: &Arc<Pipeline>, embed_concurrency: usize) -> TestWorker {
         let mut registry = Registry::new();
-        pipeline.register(
-            &mut registry,
-            PipelineConcurrency {
-                extract: 2,
-                embed: embed_concurrency,
-            },
-        );
+        pipeline.register(&mut registry);
+        registry
+            .set_concurrency("extract", 2)
+            .set_concurrency("embed", embed_concurrency);
         let lease = Duration::from_secs(30);
         let mut config = WorkerConfig::for_lease(lease);
         config.poll_interval = Duration::from_millis(100);

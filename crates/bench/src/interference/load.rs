@@ -82,13 +82,10 @@ pub(super) fn ingest(
     Box::new(move |stop| {
         tokio::spawn(async move {
             let mut registry = docket::worker::Registry::new();
-            pipeline.register(
-                &mut registry,
-                docket::pipeline::PipelineConcurrency {
-                    extract: 2,
-                    embed: 4,
-                },
-            );
+            pipeline.register(&mut registry);
+            registry
+                .set_concurrency("extract", 2)
+                .set_concurrency("embed", 4);
             let mut config = docket::worker::WorkerConfig::for_lease(Duration::from_secs(300));
             config.poll_interval = Duration::from_millis(200);
             let queue = docket::queue::Queue::new(pool.clone(), Duration::from_secs(300));

@@ -245,12 +245,12 @@ pub(super) fn serve_config(
             chunk_overlap: 30,
             extract_timeout_secs: 60,
             extract_memory_mb: 1024,
-            extract_concurrency: 2,
-            embed_concurrency: 4,
+            extract_concurrency: None,
+            embed_concurrency: None,
             ocr: true,
             ocr_langs: "auto".into(),
             ocr_max_pages: 200,
-            ocr_concurrency: 1,
+            ocr_concurrency: None,
         },
     }
 }
