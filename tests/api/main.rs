@@ -26,4 +26,3 @@ mod security;
 mod settle;
 mod support;
 mod worker;
-mod worker_prefetch;
