@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::job::{Job, JobError, Outcome};
 use super::registry::HandlerFn;
+use super::slot::Slot;
 use crate::queue::{ClaimedJob, JobStatus, Lease, QueueError};
 
 /// How long a job this process cannot run waits before it is due again: long enough that this
@@ -26,19 +26,11 @@ use crate::queue::{ClaimedJob, JobStatus, Lease, QueueError};
 const HAND_BACK_DELAY: Duration = Duration::from_secs(5);
 
 /// A finished job waiting for its completion to be written, with the slot it occupies: the
-/// slot frees only once the job is settled in the database, so a kind never has more jobs
-/// `running` than its concurrency.
+/// slot is freed (dropped) only once the job is settled in the database, so a kind never has
+/// more jobs `running` than its concurrency.
 pub(crate) struct Ack {
     pub lease: Lease,
-    pub slot: Option<OwnedSemaphorePermit>,
-}
-
-/// What a job occupies from its claim until it is settled.
-pub(crate) struct Slot {
-    /// The kind's claim slot; `None` for one-shot runs outside the producer.
-    pub held: Option<OwnedSemaphorePermit>,
-    /// The kind's handlers, for a kind that prefetches: the handler starts once one is free.
-    pub gate: Option<Arc<Semaphore>>,
+    pub slot: Slot,
 }
 
 /// Where successful completions go: one statement per job, or the batching completer.
@@ -48,8 +40,8 @@ pub(crate) enum Acker {
     Batched(tokio::sync::mpsc::UnboundedSender<Ack>),
 }
 
-/// Runs `claimed` with `handler` and records the outcome; `slot` is released once the outcome
-/// is written.
+/// Runs `claimed` with `handler` and records the outcome; `slot` is freed once the outcome is
+/// written (by the completer, for a completion it takes).
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     handler: Arc<HandlerFn>,
@@ -57,13 +49,12 @@ pub(crate) async fn execute(
     acker: Acker,
     slot: Slot,
 ) {
-    let Slot { held: slot, gate } = slot;
     let lease = claimed.lease;
     let job = job_of(claimed);
     let kind = job.kind.clone();
     let attempt = job.attempt;
 
-    let outcome = match run_handler(&shared, handler, job, gate).await {
+    let outcome = match run_handler(&shared, handler, job).await {
         Ended::LeaseLost => {
             tracing::warn!(job = %lease.job_id, %kind, "lease lost while running; handler stopped, result discarded");
             return;
@@ -80,19 +71,18 @@ pub(crate) async fn execute(
     };
 
     let recorded = match outcome {
-        Ok(Outcome::Complete) => match acknowledge(&shared, &acker, lease, slot, &kind).await {
-            Some(recorded) => recorded,
-            // The completer writes it and frees the slot.
-            None => return,
-        },
+        Ok(Outcome::Complete) => {
+            return acknowledge(&shared, &acker, Ack { lease, slot }, &kind).await;
+        }
         Ok(Outcome::CompletedInTransaction) => {
             crate::metrics::global().job_completed(&kind);
             Ok(())
         }
         Err(error) => record_failure(&shared, &lease, &kind, attempt, error).await,
     };
-    // `slot`, unless the completer took it, is dropped only now: the outcome is written.
     report(recorded, &lease, &kind);
+    // The outcome is written: the slot may take new work.
+    drop(slot);
 }
 
 /// The handler's view of a claimed job.
@@ -109,27 +99,13 @@ fn job_of(claimed: ClaimedJob) -> Job {
 
 /// Runs the handler on `job` under its lease until it finishes, the lease is lost, or shutdown
 /// hands jobs back.
-async fn run_handler(
-    shared: &Shared,
-    handler: Arc<HandlerFn>,
-    job: Job,
-    gate: Option<Arc<Semaphore>>,
-) -> Ended {
+async fn run_handler(shared: &Shared, handler: Arc<HandlerFn>, job: Job) -> Ended {
     let lease = job.lease;
     let lost = CancellationToken::new();
     shared.inflight.hold(lease, lost.clone());
 
     // Calling the handler is inside the guard too: a handler may panic before its first await.
-    // A prefetched job waits for a free handler inside it, so a lost lease or shutdown also
-    // ends the wait.
-    let run = AssertUnwindSafe(async move {
-        let _handler = match &gate {
-            Some(gate) => gate.acquire().await.ok(),
-            None => None,
-        };
-        handler(job).await
-    })
-    .catch_unwind();
+    let run = AssertUnwindSafe(async move { handler(job).await }).catch_unwind();
     let ended = tokio::select! {
         // Biased, handler first: a handler that has finished always gets its outcome written,
         // even when its lease is stopped or shutdown hands jobs back at the same moment.
@@ -143,35 +119,27 @@ async fn run_handler(
     ended
 }
 
-/// Writes a successful completion: through the batching completer when there is one (which
-/// then frees `slot`), else directly. `None` when the completer took it.
-async fn acknowledge(
-    shared: &Shared,
-    acker: &Acker,
-    lease: Lease,
-    slot: Option<OwnedSemaphorePermit>,
-    kind: &str,
-) -> Option<Result<(), QueueError>> {
-    let metrics = crate::metrics::global();
-    let unsent = match acker {
-        Acker::Batched(completer) => match completer.send(Ack { lease, slot }) {
+/// Writes a successful completion: hands `ack` to the batching completer when there is one
+/// (which writes it and then frees its slot), else writes it here and frees the slot after.
+async fn acknowledge(shared: &Shared, acker: &Acker, ack: Ack, kind: &str) {
+    let ack = match acker {
+        Acker::Batched(completer) => match completer.send(ack) {
             Ok(()) => {
-                metrics.job_completed(kind);
-                return None;
+                crate::metrics::global().job_completed(kind);
+                return;
             }
-            // The completer outlives every executor; should it be gone, complete directly,
-            // still holding the slot until that is written.
-            Err(unsent) => Some(unsent),
+            // The completer outlives every executor; should it be gone, complete here.
+            Err(unsent) => unsent.0,
         },
-        Acker::Direct => None,
+        Acker::Direct => ack,
     };
-    let recorded = shared
-        .queue
-        .complete(&lease)
-        .await
-        .inspect(|()| metrics.job_completed(kind));
-    drop(unsent);
-    Some(recorded)
+    let recorded = shared.queue.complete(&ack.lease).await;
+    if recorded.is_ok() {
+        crate::metrics::global().job_completed(kind);
+    }
+    report(recorded, &ack.lease, kind);
+    // The outcome is written: the slot may take new work.
+    drop(ack);
 }
 
 /// Records a failed attempt as its error asks: a retry with the kind's backoff, a wait that

@@ -1,15 +1,18 @@
 //! The worker runtime: runs registered handlers on jobs from the [`crate::queue`].
 //!
 //! Parts, each in its own file:
-//! - a **producer** per job kind claims only as many jobs as the kind has free slots (claim
-//!   batch size is set apart from concurrency; a kind may prefetch a bounded number of jobs
-//!   beyond its concurrency, see [`Registry::prefetch`]), woken by NOTIFY, by a freed slot, or
-//!   by the poll interval when notifications are lost;
+//! - a **producer** per job kind claims, one statement at a time, only as many jobs as the kind
+//!   has free **slots** (its concurrency), at most the claim batch per statement; woken by
+//!   NOTIFY, by a freed slot after a full claim, or by the poll interval when notifications
+//!   are lost;
 //! - an **executor** per job runs the handler in its own task and records the outcome under
 //!   the job's lease;
 //! - the **completer** acknowledges finished jobs in batches, each still fenced by its token;
 //! - the **heartbeat** extends every held lease and stops handlers whose lease was lost;
 //! - the **listener** holds the LISTEN connection and reconnects when it drops.
+//!
+//! A job's [`slot`] goes with it from the claim until its outcome is written and is freed by
+//! being dropped there, so a kind never has more jobs `running` than its concurrency.
 //!
 //! Shutdown ([`Worker::run`]'s `shutdown` future) stops claiming, lets running handlers finish
 //! within the grace period, and hands the rest back to `ready` without spending an attempt
@@ -27,6 +30,7 @@ mod kind;
 mod listener;
 mod producer;
 mod registry;
+mod slot;
 
 pub use job::{Job, JobError, Outcome, ResultExt};
 pub use kind::{Declare, Handlers, JobKind, Kinds};
@@ -45,6 +49,7 @@ use crate::queue::Queue;
 use executor::{Acker, execute};
 use heartbeat::Inflight;
 use producer::Producer;
+use slot::Slots;
 
 /// How a worker process behaves.
 #[derive(Debug, Clone)]
@@ -199,6 +204,8 @@ impl Worker {
         loop {
             let mut ran = 0;
             for (kind, config) in &self.registry.kinds {
+                let slots = Slots::new(config.concurrency);
+                let taken = slots.take_free(config.concurrency);
                 let filter = config
                     .claim_filter()
                     .await
@@ -208,23 +215,15 @@ impl Worker {
                     .queue
                     .claim_filtered(
                         kind,
-                        config.concurrency,
+                        taken.len(),
                         &self.shared.config.worker_id,
                         filter.as_ref(),
                     )
                     .await?;
                 ran += claimed.len();
-                let runs = claimed.into_iter().map(|job| {
-                    execute(
-                        self.shared.clone(),
-                        config.handler.clone(),
-                        job,
-                        Acker::Direct,
-                        executor::Slot {
-                            held: None,
-                            gate: None,
-                        },
-                    )
+                let runs = claimed.into_iter().zip(taken).map(|(job, slot)| {
+                    let handler = config.handler.clone();
+                    execute(self.shared.clone(), handler, job, Acker::Direct, slot)
                 });
                 futures::future::join_all(runs).await;
             }

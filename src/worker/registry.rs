@@ -27,11 +27,8 @@ pub(crate) type ClaimFilterFn =
 #[derive(Clone)]
 pub(crate) struct KindConfig {
     pub handler: Arc<HandlerFn>,
-    /// At most this many jobs of the kind run at once in this process.
+    /// At most this many jobs of the kind are claimed (and run) at once in this process.
     pub concurrency: usize,
-    /// Jobs claimed ahead of free handlers, waiting in this process under their leases (kept
-    /// alive by the heartbeat) until a handler is free; 0 claims only for free handlers.
-    pub prefetch: usize,
     /// Which jobs of the kind to leave to other processes.
     pub filter: Option<Arc<ClaimFilterFn>>,
 }
@@ -73,7 +70,6 @@ impl Registry {
             KindConfig {
                 handler,
                 concurrency: concurrency.max(1),
-                prefetch: 0,
                 filter: None,
             },
         );
@@ -119,19 +115,6 @@ impl Registry {
         &self.table
     }
 
-    /// Lets `kind` hold up to `jobs` claimed jobs beyond its concurrency, so that a claim
-    /// round trip and an acknowledgement no longer leave handlers idle: the jobs a fast kind
-    /// runs per claim are then bounded by its claim batch, not by its concurrency. Prefetched
-    /// jobs are `running` in the table while they wait (at most concurrency + `jobs` of the
-    /// kind are), and a waiting job's lease is extended like a running one's. `kind` must be
-    /// registered first.
-    pub fn prefetch(&mut self, kind: &str, jobs: usize) -> &mut Self {
-        if let Some(config) = self.kinds.get_mut(kind) {
-            config.prefetch = jobs;
-        }
-        self
-    }
-
     /// Makes `kind`'s claims skip what `filter` answers, asked before every claim so that it
     /// follows changes; `kind` must be registered first.
     pub fn filter_claims<F, Fut>(&mut self, kind: &str, filter: F) -> &mut Self
@@ -159,11 +142,7 @@ impl Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
-            .entries(
-                self.kinds
-                    .iter()
-                    .map(|(k, c)| (k, (c.concurrency, c.prefetch))),
-            )
+            .entries(self.kinds.iter().map(|(k, c)| (k, c.concurrency)))
             .finish()
     }
 }

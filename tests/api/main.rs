@@ -28,4 +28,3 @@ mod security;
 mod settle;
 mod support;
 mod worker;
-mod worker_prefetch;

@@ -42,18 +42,16 @@ impl EnqueueTally {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Shape {
     pub concurrency: usize,
-    pub prefetch: usize,
     pub claim_batch: usize,
 }
 
 impl Shape {
     /// The same work in flight as the ceiling's `setting`: there, each of `handlers` tasks
     /// holds a claimed batch; here each job holds a slot, so the kind gets handlers × batch
-    /// slots, which the producer serves with `handlers` claim streams of `claim_batch` each.
+    /// slots, which the producer fills `claim_batch` jobs per claim.
     pub fn of(setting: Setting) -> Shape {
         Shape {
             concurrency: setting.handlers * setting.claim_batch,
-            prefetch: 0,
             claim_batch: setting.claim_batch,
         }
     }
@@ -89,12 +87,8 @@ pub(super) async fn shaped_round(
             Ok(Outcome::Complete)
         }
     });
-    registry.prefetch(NOOP, shape.prefetch);
     let mut config = WorkerConfig::for_lease(LEASE);
-    config.worker_id = format!(
-        "bench-c{}-p{}-b{}",
-        shape.concurrency, shape.prefetch, shape.claim_batch
-    );
+    config.worker_id = format!("bench-c{}-b{}", shape.concurrency, shape.claim_batch);
     config.claim_batch = shape.claim_batch;
     let worker = Worker::new(Queue::new(pool.clone(), LEASE), registry, config);
     let stop = CancellationToken::new();

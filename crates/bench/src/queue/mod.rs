@@ -12,9 +12,8 @@
 //!    jobs enqueued with [`docket::queue::enqueue_many`] (which also gives the enqueue rate);
 //!    the table is never vacuumed by us between rounds, so later rounds run on a table that
 //!    holds every earlier round's `done` rows (steady state, not a fresh table);
-//! 3. two rounds at graphile-worker's concurrency (10): claiming only for free handlers, and
-//!    prefetching as many jobs as graphile-worker's local queue holds (500), so that docket
-//!    and graphile-worker are also compared at the same concurrency, not only at their best;
+//! 3. one round at graphile-worker's concurrency (10), so that docket and graphile-worker are
+//!    also compared at the same concurrency, not only at their best;
 //! 4. pickup latency (enqueue commit → handler start) with NOTIFY and with polling alone;
 //! 5. graphile-worker's anchor script at concurrency 10, unless skipped or absent.
 //!
@@ -35,13 +34,6 @@ use report::{Figures, Setting, SettingFigures};
 
 /// graphile-worker's concurrency in the anchor, and docket's in the equal-concurrency rounds.
 const EQUAL_CONCURRENCY: usize = 10;
-
-/// graphile-worker's local queue in its batched mode (the anchor script's `localQueue.size`),
-/// and docket's prefetch in the equal-concurrency round that matches it.
-const ANCHOR_LOCAL_QUEUE: usize = 500;
-
-/// The claim batch of that round.
-const EQUAL_PREFETCH_BATCH: usize = 100;
 
 /// The setting the headline figures (`jobs_per_s`, `ceiling_jobs_per_s`, `ratio`) come from.
 const HEADLINE: Setting = Setting {
@@ -228,40 +220,22 @@ async fn measure(args: &QueueBench) -> anyhow::Result<Figures> {
     })
 }
 
-/// docket at graphile-worker's concurrency, once claiming only for free handlers (against
-/// graphile-worker's default runner) and once prefetching as many jobs as graphile-worker's
-/// local queue holds (against its batched mode).
+/// docket at graphile-worker's concurrency, against graphile-worker's default runner.
 async fn equal_concurrency(
     pool: &sqlx::PgPool,
     jobs: usize,
     enqueue: &mut drain::EnqueueTally,
 ) -> anyhow::Result<report::Equal> {
-    let plain = drain::Shape {
+    let shape = drain::Shape {
         concurrency: EQUAL_CONCURRENCY,
-        prefetch: 0,
         claim_batch: EQUAL_CONCURRENCY,
     };
-    let prefetching = drain::Shape {
-        concurrency: EQUAL_CONCURRENCY,
-        prefetch: ANCHOR_LOCAL_QUEUE,
-        claim_batch: EQUAL_PREFETCH_BATCH,
-    };
-    let mut rounds = Vec::new();
-    for shape in [plain, prefetching] {
-        eprintln!(
-            "  concurrency {} (prefetch {}, batch {}): worker…",
-            shape.concurrency, shape.prefetch, shape.claim_batch
-        );
-        let round = drain::shaped_round(pool, shape, jobs, enqueue).await?;
-        eprintln!("    {:.0} jobs/s", round.jobs_per_s);
-        rounds.push(round);
-    }
+    eprintln!("  concurrency {EQUAL_CONCURRENCY}: worker…");
+    let plain = drain::shaped_round(pool, shape, jobs, enqueue).await?;
+    eprintln!("    {:.0} jobs/s", plain.jobs_per_s);
     Ok(report::Equal {
         concurrency: EQUAL_CONCURRENCY,
-        plain: rounds[0],
-        prefetch: ANCHOR_LOCAL_QUEUE,
-        prefetch_batch: EQUAL_PREFETCH_BATCH,
-        prefetched: rounds[1],
+        plain,
     })
 }
 
@@ -322,15 +296,10 @@ mod tests {
         assert_eq!(line["matrix"].as_array().map(Vec::len), Some(3));
         assert_eq!(line["equal_concurrency"], 10);
         assert!(
-            line["equal_prefetch_jobs_per_s"]
-                .as_f64()
-                .is_some_and(|r| r > 0.0)
-        );
-        assert!(
             line["equal_plain_jobs_per_s"]
                 .as_f64()
                 .is_some_and(|r| r > 0.0)
         );
-        assert!(line["equal_prefetch_vs_graphile_batched"].is_null());
+        assert!(line["equal_plain_vs_graphile_default"].is_null());
     }
 }

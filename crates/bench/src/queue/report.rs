@@ -18,8 +18,8 @@ const AIM_PICKUP_P50_MS: f64 = 5.0;
 /// One point of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Setting {
-    /// Claim streams: `handlers` concurrent claim-and-complete tasks for the ceiling; for the
-    /// runtime, a kind with `handlers × claim_batch` slots, which gets `handlers` claim streams.
+    /// `handlers` concurrent claim-and-complete tasks for the ceiling; for the runtime, a kind
+    /// with `handlers × claim_batch` slots (the same jobs in flight).
     pub handlers: usize,
     /// Most jobs per claim statement.
     pub claim_batch: usize,
@@ -59,15 +59,11 @@ impl SettingFigures {
     }
 }
 
-/// docket at graphile-worker's concurrency: claiming only for free handlers, and prefetching
-/// as many jobs as graphile-worker's local queue holds.
+/// docket at graphile-worker's concurrency (claiming only for free handlers, as always).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Equal {
     pub concurrency: usize,
     pub plain: Round,
-    pub prefetch: usize,
-    pub prefetch_batch: usize,
-    pub prefetched: Round,
 }
 
 /// Pickup latencies of one mode.
@@ -124,17 +120,10 @@ impl Figures {
         Some(ratio(best, graphile))
     }
 
-    /// docket without prefetch against graphile-worker's default runner, both at the equal
-    /// concurrency.
+    /// docket against graphile-worker's default runner, both at the equal concurrency.
     fn equal_plain_vs_graphile_default(&self) -> Option<f64> {
         let graphile = self.graphile.default.as_ref()?.jobs_per_s;
         Some(ratio(self.equal.plain.jobs_per_s, graphile))
-    }
-
-    /// docket prefetching against graphile-worker's local queue, both at the equal concurrency.
-    fn equal_prefetch_vs_graphile_batched(&self) -> Option<f64> {
-        let graphile = self.graphile.batched.as_ref()?.jobs_per_s;
-        Some(ratio(self.equal.prefetched.jobs_per_s, graphile))
     }
 }
 
@@ -238,7 +227,7 @@ pub(super) fn table(figures: &Figures) -> String {
     out
 }
 
-/// The equal-concurrency rows, each beside the graphile-worker mode it matches.
+/// The equal-concurrency row, beside graphile-worker's default runner.
 fn equal_table(out: &mut String, figures: &Figures) {
     let equal = &figures.equal;
     let _ = writeln!(
@@ -246,36 +235,18 @@ fn equal_table(out: &mut String, figures: &Figures) {
         "\nequal concurrency ({}), docket against graphile-worker in the same run",
         equal.concurrency
     );
-    let rows = [
-        (
-            "no prefetch".to_owned(),
-            equal.plain.jobs_per_s,
-            "default runner",
-            &figures.graphile.default,
+    let ours = equal.plain.jobs_per_s;
+    let (theirs, vs) = match &figures.graphile.default {
+        Some(run) => (
+            format!("{:.0}", run.jobs_per_s),
+            format!("{:.2}×", ratio(ours, run.jobs_per_s)),
         ),
-        (
-            format!(
-                "prefetch {} (batch {})",
-                equal.prefetch, equal.prefetch_batch
-            ),
-            equal.prefetched.jobs_per_s,
-            "localQueue",
-            &figures.graphile.batched,
-        ),
-    ];
-    for (name, ours, mode, graphile) in rows {
-        let (theirs, vs) = match graphile {
-            Some(run) => (
-                format!("{:.0}", run.jobs_per_s),
-                format!("{:.2}×", ratio(ours, run.jobs_per_s)),
-            ),
-            None => ("not measured".to_owned(), "-".to_owned()),
-        };
-        let _ = writeln!(
-            out,
-            "  docket {name:<24} {ours:>8.0} jobs/s   graphile-worker {mode:<15} {theirs:>12} jobs/s   {vs}"
-        );
-    }
+        None => ("not measured".to_owned(), "-".to_owned()),
+    };
+    let _ = writeln!(
+        out,
+        "  docket {ours:>8.0} jobs/s   graphile-worker default runner {theirs:>12} jobs/s   {vs}"
+    );
 }
 
 fn verdict(value: Option<(f64, bool)>) -> String {
@@ -332,11 +303,7 @@ pub(super) fn json(figures: &Figures) -> String {
         "best_vs_graphile_batched": figures.best_vs_graphile_batched().map(round3),
         "equal_concurrency": figures.equal.concurrency,
         "equal_plain_jobs_per_s": round1(figures.equal.plain.jobs_per_s),
-        "equal_prefetch": figures.equal.prefetch,
-        "equal_prefetch_claim_batch": figures.equal.prefetch_batch,
-        "equal_prefetch_jobs_per_s": round1(figures.equal.prefetched.jobs_per_s),
         "equal_plain_vs_graphile_default": figures.equal_plain_vs_graphile_default().map(round3),
-        "equal_prefetch_vs_graphile_batched": figures.equal_prefetch_vs_graphile_batched().map(round3),
         "matrix": matrix,
     })
     .to_string()
