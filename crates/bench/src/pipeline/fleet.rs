@@ -124,8 +124,6 @@ async fn costs(args: &PipelineBench) -> anyhow::Result<((f64, f64), (f64, f64))>
         tokens: 0,
         request_interval: Some(Duration::from_nanos(1000)),
         token_interval: None,
-        request_burst: Duration::from_secs(1),
-        token_burst: Duration::ZERO,
     };
     let mut grants = Vec::with_capacity(GRANTS);
     for _ in 0..GRANTS {
