@@ -421,6 +421,15 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_TPM")]
     pub tpm: Option<std::num::NonZeroU32>,
 
+    /// The rolling window, in seconds, over which the provider counts DOCKET_RPM and DOCKET_TPM.
+    #[arg(long, env = "DOCKET_RATE_WINDOW_SECS", default_value_t = 60)]
+    pub rate_window_secs: u64,
+
+    /// The spread of network latency between a grant and the request's arrival at the provider
+    /// that the fleet limit allows for, in milliseconds (see embed::limiter).
+    #[arg(long, env = "DOCKET_RATE_LATENCY_ALLOWANCE_MS", default_value_t = 1000)]
+    pub rate_latency_allowance_ms: u64,
+
     /// Target chunk size in tokens.
     #[arg(long, env = "DOCKET_CHUNK_TOKENS", default_value_t = 200)]
     pub chunk_tokens: usize,
@@ -489,6 +498,16 @@ impl PipelineSettings {
         }
     }
 
+    /// The embedding provider's limits and how it counts them.
+    pub fn rate_limits(&self) -> crate::embed::RateLimits {
+        crate::embed::RateLimits {
+            rpm: self.rpm,
+            tpm: self.tpm,
+            window: Duration::from_secs(self.rate_window_secs.max(1)),
+            latency_allowance: Duration::from_millis(self.rate_latency_allowance_ms),
+        }
+    }
+
     /// The OpenAI-compatible API's settings.
     pub fn openai(&self) -> crate::embed::OpenAiConfig {
         let mut config = crate::embed::OpenAiConfig::new(
@@ -548,11 +567,7 @@ impl PipelineSettings {
             ))),
             // Building the client checks the base URL and the model's dimensions (no I/O).
             Some(EmbedderKind::Openai) => {
-                let limiter =
-                    std::sync::Arc::new(crate::embed::Limiter::new(crate::embed::RateLimits {
-                        rpm: self.rpm,
-                        tpm: self.tpm,
-                    }));
+                let limiter = std::sync::Arc::new(crate::embed::Limiter::new(self.rate_limits()));
                 crate::embed::OpenAiEmbedder::new(self.openai(), limiter)
                     .map(|_| ())
                     .map_err(|err| ConfigError(format!("the OpenAI-compatible embedder: {err}")))

@@ -12,9 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::config::{EmbedderKind, PREVIOUS_DEFAULT_MODEL, PipelineSettings, model_cache_dir};
-use crate::embed::{
-    Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiEmbedder, RateLimits,
-};
+use crate::embed::{Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiEmbedder};
 use crate::extract::{ExtractSettings, Languages};
 
 /// Which provider a process embeds with, decided once from its settings and the disk.
@@ -69,10 +67,7 @@ impl EmbedderChoice {
                 }))
             }
             EmbedderKind::Openai => {
-                let limiter = Arc::new(Limiter::new(RateLimits {
-                    rpm: settings.rpm,
-                    tpm: settings.tpm,
-                }));
+                let limiter = Arc::new(Limiter::new(settings.rate_limits()));
                 OpenAiEmbedder::new(settings.openai(), limiter)
                     .map(Embedder::OpenAi)
                     .context("configuring the OpenAI-compatible embedder")

@@ -4,11 +4,14 @@
 //! 3 000 requests-a-minute key must share 3 000, and adding a fifth must not make it 3 750. So
 //! every process takes its requests and tokens from one row, by one short statement.
 //!
-//! **GCRA by reservation.** The row holds a theoretical arrival time (TAT) per dimension. A
-//! [`Grant`] of `n` requests and `t` tokens moves each TAT `n` (or `t`) emission intervals past
-//! `max(TAT, now, paused_until)` and answers how long the caller must wait before using it: until
-//! the later TAT minus the burst allowance (one second's worth of the limit, as the provider
-//! allows), and never before a provider-requested pause ends. A grant never fails for lack of
+//! **GCRA by reservation, one line for both dimensions.** The row holds a theoretical arrival
+//! time (TAT) per dimension. A [`Grant`] of `n` requests and `t` tokens starts at
+//! `max(request TAT, token TAT, now, paused_until)`, moves each TAT `n` (or `t`) emission
+//! intervals past that start, and answers how long the caller must wait for the start. There is
+//! no burst on top: the slice begins at the start of the stretch it booked, so slices follow one
+//! another on the line and never overlap, and both dimensions of a slice start at one instant
+//! (a slice that waits for tokens has not used requests booked earlier). The bound per rolling
+//! window, and the margins it needs, are in [`super::limiter`]. A grant never fails for lack of
 //! budget: it books the next free stretch of the rate line and says when that stretch starts,
 //! so waiting stays waiting. Time is the database's clock, so process clocks need not agree.
 //!
@@ -26,8 +29,9 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 
-/// What one grant asks for: amounts, and the caller's emission intervals and burst allowances
-/// (from its DOCKET_RPM / DOCKET_TPM). `None` intervals mean that dimension is unlimited.
+/// What one grant asks for: amounts, and the caller's emission intervals (from its DOCKET_RPM /
+/// DOCKET_TPM and margins; see [`super::limiter::RateLimits::slice_for`]). `None` intervals mean
+/// that dimension is unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ask {
     /// Requests in the slice.
@@ -38,16 +42,13 @@ pub struct Ask {
     pub request_interval: Option<Duration>,
     /// Time one token uses up (60 s / TPM).
     pub token_interval: Option<Duration>,
-    /// How far ahead of its place on the rate line a request may go (the burst).
-    pub request_burst: Duration,
-    /// The same for tokens.
-    pub token_burst: Duration,
 }
 
 /// The answer to one grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
-    /// How long to wait (by the database's clock) before the slice may be used.
+    /// How long to wait (by the database's clock) for the start of the booked stretch, from
+    /// which the slice may be used.
     pub wait: Duration,
     /// How far the request TAT now lies beyond the database's clock: budget already booked by
     /// the fleet, this grant included.
@@ -100,35 +101,27 @@ impl FleetBudget {
         let token_cost = ask.token_interval.map_or(0, |i| {
             micros(i).saturating_mul(i64::try_from(ask.tokens).unwrap_or(i64::MAX))
         });
-        // A dimension without a limit contributes no wait: its burst term is null, which
-        // `greatest` ignores.
-        let request_burst = ask.request_interval.map(|_| micros(ask.request_burst));
-        let token_burst = ask.token_interval.map(|_| micros(ask.token_burst));
         for _ in 0..2 {
-            // The costs and bursts are whole microseconds (bigint), as the caller computed them.
+            // The costs are whole microseconds (bigint), as the caller computed them. RETURNING
+            // sees the new TATs, so the start is the new request TAT less this grant's cost.
             let row = sqlx::query!(
                 r#"with clock as (select clock_timestamp() as now)
                 update rate_budgets as b
-                set request_tat = greatest(b.request_tat, clock.now, b.paused_until)
+                set request_tat = greatest(b.request_tat, b.token_tat, clock.now, b.paused_until)
                         + $2::bigint * interval '1 microsecond',
-                    token_tat = greatest(b.token_tat, clock.now, b.paused_until)
+                    token_tat = greatest(b.request_tat, b.token_tat, clock.now, b.paused_until)
                         + $3::bigint * interval '1 microsecond',
                     updated_at = clock.now
                 from clock
                 where b.key = $1
                 returning
-                    (extract(epoch from greatest(
-                        b.request_tat - $4::bigint * interval '1 microsecond',
-                        b.token_tat - $5::bigint * interval '1 microsecond',
-                        b.paused_until,
-                        clock.now) - clock.now) * 1000000)::bigint as "wait!",
+                    (extract(epoch from b.request_tat - $2::bigint * interval '1 microsecond'
+                        - clock.now) * 1000000)::bigint as "wait!",
                     (extract(epoch from greatest(b.request_tat, clock.now) - clock.now)
                         * 1000000)::bigint as "booked!""#,
                 self.key,
                 request_cost,
                 token_cost,
-                request_burst,
-                token_burst,
             )
             .fetch_optional(&self.pool)
             .await?;

@@ -283,7 +283,7 @@ async fn limiter_keeps_concurrent_workers_under_the_server_window_limit() {
     .await;
     let limiter = Arc::new(Limiter::new(RateLimits {
         rpm: NonZeroU32::new(1200),
-        tpm: None,
+        ..RateLimits::default()
     }));
     let embedder = client_with_limiter(&server, limiter.clone(), |c| c.max_batch = 1);
     let mut workers = tokio::task::JoinSet::new();

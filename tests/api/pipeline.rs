@@ -94,6 +94,7 @@ async fn thirty_percent_faults_under_a_tight_limit_end_ready_with_every_text_emb
     let limits = RateLimits {
         rpm: NonZeroU32::new(WINDOW_REQUESTS * 60 / 3),
         tpm: NonZeroU32::new(WINDOW_TOKENS * 60 / 3),
+        ..RateLimits::default()
     };
     let embedder = openai_embedder(&server, DIMS as u32, limits, |c| {
         // Small batches: many requests, so many faults and many windows.

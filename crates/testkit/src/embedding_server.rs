@@ -6,7 +6,15 @@
 //!   counted from server start: a request that would exceed `rpm` requests or `tpm` estimated
 //!   tokens in the current window gets 429 with `Retry-After` (whole seconds, rounded up, to the
 //!   window end), the `x-ratelimit-*` headers, and an OpenAI-shaped error body. Refused requests
-//!   do not use up the window.
+//!   do not use up the window. With `rolling` set, the window is a **rolling** one instead: a
+//!   request is refused when the requests or tokens accepted in the `window` up to its arrival
+//!   would exceed the limit, as providers that count a trailing minute do.
+//! - **What was sent, per rolling window**: every request that reaches the limit check (accepted
+//!   or refused) is counted at its arrival, and the stats keep the most requests and tokens that
+//!   arrived within any `window` (half-open, `(t − window, t]`): what a client offered, whatever
+//!   the server's own admission rule.
+//! - **Arrival jitter**: with `arrival_jitter` set, each request waits a random time up to it
+//!   before it is counted, as the spread of network latency would delay its arrival.
 //! - **Faults on demand**, drawn from a seeded RNG in a fixed order per request so a
 //!   single-client run is reproducible: 500s (`fail_rate`), slow answers (`slow_rate`), and
 //!   dropped connections (`drop_rate`) — a real abrupt close with no response (the hyper service
@@ -66,6 +74,10 @@ pub struct EmbeddingServerConfig {
     pub tpm: Option<u32>,
     /// Length of one rate-limit window.
     pub window: Duration,
+    /// Admit by a rolling window of `window` instead of fixed windows.
+    pub rolling: bool,
+    /// Most extra delay, drawn uniformly, between receiving a request and counting its arrival.
+    pub arrival_jitter: Duration,
     /// Share of accepted requests answered 500.
     pub fail_rate: f64,
     /// Share of successful answers delayed by `slow_delay`.
@@ -92,6 +104,8 @@ impl Default for EmbeddingServerConfig {
             rpm: None,
             tpm: None,
             window: Duration::from_secs(60),
+            rolling: false,
+            arrival_jitter: Duration::ZERO,
             fail_rate: 0.0,
             slow_rate: 0.0,
             slow_delay: Duration::from_millis(200),
@@ -130,6 +144,10 @@ pub struct StatsSnapshot {
     pub max_requests_in_window: u64,
     /// Most estimated tokens accepted in any one window.
     pub max_tokens_in_window: u64,
+    /// Most requests that arrived (accepted or refused) within any rolling `window`.
+    pub max_requests_in_rolling_window: u64,
+    /// Most estimated tokens that arrived within any rolling `window`.
+    pub max_tokens_in_rolling_window: u64,
     /// Most inputs in one request.
     pub max_inputs_per_request: u64,
     /// Requests that came back before the instant a 429's `Retry-After` named.
@@ -198,6 +216,8 @@ pub async fn start(cfg: EmbeddingServerConfig) -> anyhow::Result<EmbeddingServer
             window_index: 0,
             window_requests: 0,
             window_tokens: 0,
+            arrived: Rolling::default(),
+            accepted: Rolling::default(),
             retry_at: HashMap::new(),
             stats: StatsSnapshot::default(),
         }),
@@ -225,6 +245,10 @@ struct Mutable {
     window_index: u64,
     window_requests: u64,
     window_tokens: u64,
+    /// Every request that reached the limit check within the last `window`.
+    arrived: Rolling,
+    /// The accepted ones (the rolling admission counts these).
+    accepted: Rolling,
     /// Per client id ("" for clients without one): the instant its last 429 named.
     retry_at: HashMap<String, Instant>,
     stats: StatsSnapshot,
@@ -244,6 +268,42 @@ impl State {
         let index = (now.duration_since(self.started).as_nanos() / window) as u64;
         let end_nanos = u64::try_from(window * u128::from(index + 1)).unwrap_or(u64::MAX);
         (index, self.started + Duration::from_nanos(end_nanos))
+    }
+}
+
+/// Requests and tokens within a trailing window `(now − window, now]`.
+#[derive(Debug, Default)]
+struct Rolling {
+    entries: std::collections::VecDeque<(Instant, u64)>,
+    tokens: u64,
+}
+
+impl Rolling {
+    /// Drops what arrived at or before `now − window`.
+    fn expire(&mut self, now: Instant, window: Duration) {
+        while let Some(&(at, tokens)) = self.entries.front() {
+            if now.saturating_duration_since(at) < window {
+                break;
+            }
+            self.entries.pop_front();
+            self.tokens -= tokens;
+        }
+    }
+
+    fn push(&mut self, now: Instant, tokens: u64) {
+        self.entries.push_back((now, tokens));
+        self.tokens += tokens;
+    }
+
+    fn requests(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// How long until the oldest entry leaves the window.
+    fn until_first_leaves(&self, now: Instant, window: Duration) -> Duration {
+        self.entries.front().map_or(Duration::ZERO, |&(at, _)| {
+            (at + window).saturating_duration_since(now)
+        })
     }
 }
 
@@ -300,6 +360,8 @@ struct Dice {
     drop: bool,
     fail: bool,
     slow: bool,
+    /// Drawn only when `arrival_jitter` is set, so other configurations keep their sequence.
+    jitter: Duration,
 }
 
 async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<Answer, DropConnection> {
@@ -311,6 +373,11 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<Answer,
             drop: m.rng.random_bool(cfg.drop_rate.clamp(0.0, 1.0)),
             fail: m.rng.random_bool(cfg.fail_rate.clamp(0.0, 1.0)),
             slow: m.rng.random_bool(cfg.slow_rate.clamp(0.0, 1.0)),
+            jitter: if cfg.arrival_jitter.is_zero() {
+                Duration::ZERO
+            } else {
+                cfg.arrival_jitter.mul_f64(m.rng.random::<f64>())
+            },
         }
     };
     let (parts, body) = request.into_parts();
@@ -378,7 +445,10 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<Answer,
         }
     };
     let tokens: u64 = inputs.iter().map(|t| u64::from(estimate_tokens(t))).sum();
-    if let Some(answer) = admit(&state, now, &client, tokens) {
+    if !dice.jitter.is_zero() {
+        tokio::time::sleep(dice.jitter).await;
+    }
+    if let Some(answer) = admit(&state, &client, tokens) {
         return Ok(answer);
     }
     if dice.fail {
@@ -427,11 +497,26 @@ fn parse_inputs(body: &[u8], dims: usize) -> Result<Vec<String>, String> {
 
 /// Applies the window limits: `None` admits the request (and counts it), `Some` is the 429 or
 /// 400 to send instead.
-fn admit(state: &State, now: Instant, client: &str, tokens: u64) -> Option<Answer> {
+fn admit(state: &State, client: &str, tokens: u64) -> Option<Answer> {
     let cfg = &state.cfg;
-    let (index, window_end) = state.window_at(now);
     let mut m = state.lock();
-    if m.window_index != index {
+    // Read under the lock, so arrivals are counted in the order of their instants.
+    let now = Instant::now();
+    let (index, window_end) = state.window_at(now);
+    m.arrived.expire(now, cfg.window);
+    m.arrived.push(now, tokens);
+    m.stats.max_requests_in_rolling_window = m
+        .stats
+        .max_requests_in_rolling_window
+        .max(m.arrived.requests());
+    m.stats.max_tokens_in_rolling_window =
+        m.stats.max_tokens_in_rolling_window.max(m.arrived.tokens);
+    m.accepted.expire(now, cfg.window);
+    if cfg.rolling {
+        // The rolling admission reads the fixed-window fields as "what the window holds".
+        m.window_requests = m.accepted.requests();
+        m.window_tokens = m.accepted.tokens;
+    } else if m.window_index != index {
         m.window_index = index;
         m.window_requests = 0;
         m.window_tokens = 0;
@@ -454,7 +539,11 @@ fn admit(state: &State, now: Instant, client: &str, tokens: u64) -> Option<Answe
     let over_tokens = cfg
         .tpm
         .is_some_and(|tpm| m.window_tokens + tokens > u64::from(tpm));
-    let until_reset = window_end.duration_since(now);
+    let until_reset = if cfg.rolling {
+        m.accepted.until_first_leaves(now, cfg.window)
+    } else {
+        window_end.duration_since(now)
+    };
     if over_requests || over_tokens {
         let seconds = until_reset.as_secs_f64().ceil().max(1.0) as u64;
         m.retry_at
@@ -482,6 +571,7 @@ fn admit(state: &State, now: Instant, client: &str, tokens: u64) -> Option<Answe
     }
     m.window_requests += 1;
     m.window_tokens += tokens;
+    m.accepted.push(now, tokens);
     m.stats.max_requests_in_window = m.stats.max_requests_in_window.max(m.window_requests);
     m.stats.max_tokens_in_window = m.stats.max_tokens_in_window.max(m.window_tokens);
     None

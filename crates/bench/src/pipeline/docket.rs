@@ -241,6 +241,8 @@ pub(super) fn serve_config(
             openai_dimensions: Some(DIMS as u32),
             rpm,
             tpm: None,
+            rate_window_secs: 60,
+            rate_latency_allowance_ms: 1000,
             chunk_tokens: 200,
             chunk_overlap: 30,
             extract_timeout_secs: 60,

@@ -1,12 +1,13 @@
 //! `docket bench pipeline --processes 1,2,4`: one provider limit shared by N real processes.
 //!
-//! For each N: the test embedding server enforces `--rpm` requests per 60 s window; docket
+//! For each N: the test embedding server enforces `--rpm` requests per rolling 60 s window (as
+//! a provider counting a trailing minute does, with requests counted as they arrive); docket
 //! serves uploads in this process (no workers) on a fresh scratch database, and N `docket worker`
 //! children of this very binary do the work, each told `DOCKET_RPM=--rpm` (the provider's limit,
 //! undivided: the fleet budget in PostgreSQL divides it). More documents are uploaded than the
 //! limit lets through in `--seconds`, so the limit is the bottleneck. Reported per N: the share
 //! of the limit used (aim ≥ 95 %) and the requests over the limit, which the server refuses with
-//! 429 (aim 0), with the most requests it accepted in one window.
+//! 429 (aim 0), with the most requests that arrived in any rolling window (aim: at most the limit).
 //!
 //! Before that, the cost of the limiter itself: the latency of one grant statement (booking a
 //! slice of the budget) next to the latency of one request to the test server, which answers
@@ -124,8 +125,6 @@ async fn costs(args: &PipelineBench) -> anyhow::Result<((f64, f64), (f64, f64))>
         tokens: 0,
         request_interval: Some(Duration::from_nanos(1000)),
         token_interval: None,
-        request_burst: Duration::from_secs(1),
-        token_burst: Duration::ZERO,
     };
     let mut grants = Vec::with_capacity(GRANTS);
     for _ in 0..GRANTS {
@@ -163,6 +162,7 @@ fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
 async fn start_server(rpm: Option<NonZeroU32>) -> anyhow::Result<EmbeddingServer> {
     docket_testkit::start(EmbeddingServerConfig {
         rpm: rpm.map(NonZeroU32::get),
+        rolling: true,
         dims: DIMS,
         ..EmbeddingServerConfig::default()
     })
@@ -213,7 +213,7 @@ async fn measure(args: &PipelineBench, rpm: NonZeroU32, processes: usize) -> any
         requests,
         share: requests as f64 / allowed,
         rate_limited: after.rate_limited,
-        max_in_window: after.max_requests_in_window,
+        max_in_window: after.max_requests_in_rolling_window,
         documents,
     })
 }
