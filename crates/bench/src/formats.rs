@@ -66,8 +66,13 @@ struct Totals {
 /// Runs the formats bench over `corpus`, the references from `venv` (created when missing).
 pub async fn run(corpus: &Path, venv: &Path, timeout: Duration) -> anyhow::Result<()> {
     let python = crate::venv_with(venv, VENV_PACKAGES).await?;
-    let mut files = corpus_files(corpus)?;
+    let (mut files, skipped): (Vec<_>, Vec<_>) = corpus_files(corpus)?
+        .into_iter()
+        .partition(|(format, _)| WIRED.contains(&format.as_str()));
     files.sort();
+    let mut skipped: Vec<String> = skipped.into_iter().map(|(format, _)| format).collect();
+    skipped.sort();
+    skipped.dedup();
     let mut totals: HashMap<String, Totals> = HashMap::new();
     println!(
         "{:<48} {:>9} {:>10} {:>10} {:>7}  verdict",
@@ -108,12 +113,12 @@ pub async fn run(corpus: &Path, venv: &Path, timeout: Duration) -> anyhow::Resul
             }
         );
     }
-    println!("{}", summary(&totals));
+    println!("{}", summary(&totals, &skipped));
     Ok(())
 }
 
 /// The table per format and the JSON line.
-fn summary(totals: &HashMap<String, Totals>) -> String {
+fn summary(totals: &HashMap<String, Totals>, skipped: &[String]) -> String {
     let mut names: Vec<&String> = totals.keys().collect();
     names.sort();
     let mut table = format!(
@@ -163,7 +168,17 @@ fn summary(totals: &HashMap<String, Totals>) -> String {
             }),
         );
     }
-    let line = json!({ "bench": "extract-formats", "formats": Value::Object(json_formats) });
+    if !skipped.is_empty() {
+        table.push_str(&format!(
+            "not measured (no reader wired here): {}\n",
+            skipped.join(", ")
+        ));
+    }
+    let line = json!({
+        "bench": "extract-formats",
+        "formats": Value::Object(json_formats),
+        "not_measured": skipped,
+    });
     format!("{table}\n{line}")
 }
 
@@ -187,6 +202,11 @@ fn time_ours(format: &str, path: &Path, bytes: &[u8]) -> (Result<String, Extract
     (result, started.elapsed() / runs)
 }
 
+/// The corpus folders whose formats this module reads: the compound-file, RTF, e-mail and
+/// CSV readers. The zip family (DOCX, PPTX, XLSX, ODF, EPUB, HWPX) joins once the branch that
+/// reads it is merged: add its folders here and an arm in [`read`] calling its reader.
+const WIRED: &[&str] = &["hwp", "doc", "xls", "rtf", "eml", "csv"];
+
 /// The reader the extract step uses for the file.
 fn read(format: &str, path: &Path, bytes: &[u8]) -> Result<String, ExtractError> {
     let sections: Vec<Section> = match format {
@@ -201,7 +221,7 @@ fn read(format: &str, path: &Path, bytes: &[u8]) -> Result<String, ExtractError>
         }
         _ => {
             return Err(ExtractError::Unsupported {
-                detected: "a zip format (read by the h5-formats readers, not wired here yet)",
+                detected: "a format without a reader here",
             });
         }
     };
