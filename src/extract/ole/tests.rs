@@ -46,7 +46,10 @@ fn a_korean_press_release_reads_whole_with_its_tables() {
         .find(|s| s.text.contains("대국민 명칭 공모전"))
         .unwrap();
     assert!(
-        under.location.label().contains("명칭공모전에 1만건 이상 응모"),
+        under
+            .location
+            .label()
+            .contains("명칭공모전에 1만건 이상 응모"),
         "{:?}",
         under.location
     );
