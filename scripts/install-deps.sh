@@ -48,6 +48,7 @@ readonly APT_PACKAGES=(
   unzip                             # unpacking model archives
   docker-compose                    # only to validate docker-compose.yml (`make test`)
   chromium                          # the browser tests' browser (driven by playwright-core)
+  fonts-noto-cjk                    # so Korean, Chinese and Japanese text in the browser tests is drawn, not boxes
 )
 
 say() { printf 'install-deps: %s\n' "$*" >&2; }

@@ -119,9 +119,20 @@ function producerName(provider) {
   }[provider] || provider;
 }
 
+/** The drop zone's text and the file picker's `accept`, from the server's list of formats. */
+function showFormats(formats) {
+  if (!Array.isArray(formats) || formats.length === 0) return;
+  const names = formats.map((f) => f.name);
+  const list = names.length > 1 ? `${names.slice(0, -1).join(", ")} or ${names[names.length - 1]}` : names[0];
+  $("drop-zone").querySelector("span").textContent = `Drop files here, or choose files: ${list}`;
+  const accept = formats.flatMap((f) => [...f.extensions, ...f.mime]);
+  $("file-input").setAttribute("accept", accept.join(","));
+}
+
 async function refreshInfo() {
   try {
     const info = await api("/api/info");
+    showFormats(info.formats);
     const target = $("model");
     target.replaceChildren();
     const active = info.active_model;
@@ -554,13 +565,16 @@ async function openOriginal(hit) {
   }
 }
 
-/** One passage: where it is (page, a link that opens the original there) and its snippet. */
+/** One passage: where it is (its location, a link that opens the original there) and its
+ * snippet. */
 function hitNode(hit, switching) {
   const item = el("li", null, "hit");
   item.dataset.documentId = String(hit.document_id);
   item.dataset.page = String(hit.page);
   const where = el("p", null, "where");
-  where.append(el("span", `page ${hit.page}`, "page"), " · ");
+  // The location as a person names it ("slide 2", "Sheet1, rows 4–9", a heading path);
+  // plain text has none.
+  if (hit.location) where.append(el("span", hit.location, "page"), " · ");
   const open = el("a", hit.content_type === "application/pdf" ? `open at page ${hit.page}` : "original file", "open");
   open.href = `/api/documents/${hit.document_id}/file`;
   open.addEventListener("click", (event) => {

@@ -15,7 +15,7 @@ use crate::config::{EmbedderKind, PREVIOUS_DEFAULT_MODEL, PipelineSettings, mode
 use crate::embed::{
     Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiEmbedder, RateLimits,
 };
-use crate::extract::{Languages, PdfLimits};
+use crate::extract::{ExtractSettings, Languages};
 
 /// Which provider a process embeds with, decided once from its settings and the disk.
 #[derive(Debug, Clone)]
@@ -108,10 +108,10 @@ fn with_previous(own: LocalEmbedder, dir: PathBuf, settings: &PipelineSettings) 
     }
 }
 
-/// PDF extraction limits; the isolated extractor is this very binary.
-pub fn pdf_limits(settings: &PipelineSettings) -> anyhow::Result<PdfLimits> {
+/// Extraction settings for every format; the isolated extractor is this very binary.
+pub fn extract_settings(settings: &PipelineSettings) -> anyhow::Result<ExtractSettings> {
     let exe = std::env::current_exe().context("finding the docket binary for PDF isolation")?;
-    let mut limits = PdfLimits::new(exe);
+    let mut limits = ExtractSettings::new(exe);
     limits.timeout = Duration::from_secs(settings.extract_timeout_secs.max(1));
     limits.memory_bytes = settings.extract_memory_mb.max(64) * 1024 * 1024;
     limits.ocr.enabled = settings.ocr;

@@ -21,7 +21,7 @@ use crate::http::{self, AppState};
 use crate::queue::Queue;
 use crate::worker::{Registry, Worker};
 
-pub use embedder::{EmbedderChoice, pdf_limits};
+pub use embedder::{EmbedderChoice, extract_settings};
 pub use pipeline::{pipeline, pipeline_with, registry};
 
 /// A built `serve` process: bound, connected, migrated; not yet running.

@@ -34,7 +34,7 @@ pub async fn pipeline_with(
         pool.clone(),
         embedder,
         settings.chunking(),
-        super::embedder::pdf_limits(settings)?,
+        super::embedder::extract_settings(settings)?,
     );
     pipeline.ocr_concurrency = settings.ocr_concurrency.max(1);
     register_model_version(pool, &pipeline, choice).await?;

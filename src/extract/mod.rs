@@ -18,22 +18,28 @@ pub mod csv;
 mod decode;
 pub mod email;
 mod error;
+pub mod formats;
 pub mod html;
 pub mod image;
 pub mod ocr;
+pub mod office;
 pub mod ole;
 pub mod paragraphs;
 pub mod pdf;
 pub mod quality;
 pub mod rtf;
+mod settings;
 pub mod sniff;
 pub mod structure;
 pub mod text;
 
 pub use error::ExtractError;
+pub use formats::{FORMATS, Format};
 pub use ocr::{Languages, OcrRun, OcrSettings};
-pub use pdf::{PdfLimits, extract_pdf};
+pub use office::Package;
+pub use pdf::extract_pdf;
 pub use quality::TextProblem;
+pub use settings::ExtractSettings;
 pub use sniff::sniff;
 pub use structure::{Location, Section};
 pub use text::extract_text;
@@ -51,6 +57,8 @@ pub enum DocKind {
     Text,
     /// A PNG, JPEG or TIFF image, read by OCR.
     Image,
+    /// A zip-family document: Word, PowerPoint, Excel, OpenDocument, EPUB, HWPX.
+    Package(Package),
 }
 
 /// The verdict of [`sniff()`]: the kind of a document and how to decode it.
@@ -90,6 +98,8 @@ pub enum Extractor {
     Html,
     /// OCR alone (an image); see [`Extracted::ocr`] for the engine and languages.
     Ocr,
+    /// A zip-family reader ([`office`]).
+    Package(Package),
 }
 
 impl Extractor {
@@ -101,6 +111,7 @@ impl Extractor {
             Extractor::Text => "text",
             Extractor::Html => "html",
             Extractor::Ocr => "ocr",
+            Extractor::Package(package) => package.short(),
         }
     }
 }
@@ -116,9 +127,21 @@ pub struct Extracted {
     pub unreadable: Vec<(u32, TextProblem)>,
     /// What OCR did, once it ran.
     pub ocr: Option<OcrRun>,
+    /// For structured formats, where each page is: page `n` is the section at `n - 1` (a
+    /// heading path, a slide, a sheet's rows). Empty for PDFs, images and plain text, whose
+    /// pages are pages.
+    pub locations: Vec<Location>,
 }
 
 impl Extracted {
+    /// The label of page `number`'s location ("slide 2"); `None` when the document has no
+    /// structure beyond pages, or the section has no heading above it.
+    pub fn location_of(&self, number: u32) -> Option<String> {
+        let at = usize::try_from(number).ok()?.checked_sub(1)?;
+        let label = self.locations.get(at)?.label();
+        (!label.is_empty()).then_some(label)
+    }
+
     /// Whether some pages wait for OCR.
     pub fn needs_ocr(&self) -> bool {
         self.ocr.is_none() && !self.unreadable.is_empty()
@@ -202,7 +225,7 @@ fn page_ranges(pages: &[u32]) -> String {
 pub async fn extract(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
     let extracted = extract_text_layer(bytes, sniffed, limits).await?;
     read_unreadable(bytes, extracted, limits, &|_, _| {}).await
@@ -213,32 +236,76 @@ pub async fn extract(
 pub async fn extract_text_layer(
     bytes: &[u8],
     sniffed: &Sniffed,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
 ) -> Result<Extracted, ExtractError> {
-    if sniffed.kind == DocKind::Pdf {
-        return extract_pdf(bytes, limits).await;
+    match sniffed.kind {
+        DocKind::Pdf => extract_pdf(bytes, limits).await,
+        DocKind::Image => image_pages(bytes, limits),
+        DocKind::Html => text_pages(bytes, sniffed, Extractor::Html).await,
+        DocKind::Markdown | DocKind::Text => text_pages(bytes, sniffed, Extractor::Text).await,
+        DocKind::Package(package) => package_pages(bytes, package).await,
     }
-    if sniffed.kind == DocKind::Image {
-        let info = ocr::inspect_image(bytes, &limits.ocr)?;
-        let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
-        return Ok(Extracted {
-            pages: numbers
-                .clone()
-                .map(|number| Page {
-                    number,
-                    text: String::new(),
-                })
-                .collect(),
-            extractor: Extractor::Ocr,
-            unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
-            ocr: None,
-        });
+}
+
+/// A zip-family document, read on a blocking thread: each section becomes a page, and its
+/// location is kept beside it.
+async fn package_pages(bytes: &[u8], package: Package) -> Result<Extracted, ExtractError> {
+    let owned = bytes.to_vec();
+    let sections = tokio::task::spawn_blocking(move || office::read(package, &owned))
+        .await
+        .map_err(|join| ExtractError::Internal {
+            reason: format!("{} reader task failed: {join}", package.short()),
+        })??;
+    Ok(from_sections(sections, Extractor::Package(package)))
+}
+
+/// Sections as numbered pages with their locations; sections without text are dropped.
+pub fn from_sections(sections: Vec<Section>, extractor: Extractor) -> Extracted {
+    let mut pages = Vec::new();
+    let mut locations = Vec::new();
+    for section in sections {
+        let text = decode::normalize(&section.text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let number = u32::try_from(pages.len() + 1).unwrap_or(u32::MAX);
+        pages.push(Page { number, text });
+        locations.push(section.location);
     }
-    let extractor = if sniffed.kind == DocKind::Html {
-        Extractor::Html
-    } else {
-        Extractor::Text
-    };
+    Extracted {
+        pages,
+        extractor,
+        unreadable: Vec::new(),
+        ocr: None,
+        locations,
+    }
+}
+
+/// An image: its headers checked, every frame listed as a page for OCR.
+fn image_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
+    let info = ocr::inspect_image(bytes, &limits.ocr)?;
+    let numbers = 1..=u32::try_from(info.pages.len()).unwrap_or(u32::MAX);
+    Ok(Extracted {
+        pages: numbers
+            .clone()
+            .map(|number| Page {
+                number,
+                text: String::new(),
+            })
+            .collect(),
+        extractor: Extractor::Ocr,
+        unreadable: numbers.map(|n| (n, TextProblem::Empty)).collect(),
+        ocr: None,
+        locations: Vec::new(),
+    })
+}
+
+/// Text, Markdown and HTML, decoded and parsed on a blocking thread.
+async fn text_pages(
+    bytes: &[u8],
+    sniffed: &Sniffed,
+    extractor: Extractor,
+) -> Result<Extracted, ExtractError> {
     // The blocking pool needs owned data; one copy of a text file is cheap next to parsing it.
     let owned = bytes.to_vec();
     let sniffed = *sniffed;
@@ -252,6 +319,7 @@ pub async fn extract_text_layer(
         extractor,
         unreadable: Vec::new(),
         ocr: None,
+        locations: Vec::new(),
     })
 }
 
@@ -262,7 +330,7 @@ pub async fn extract_text_layer(
 pub async fn read_unreadable(
     bytes: &[u8],
     mut extracted: Extracted,
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Extracted, ExtractError> {
     if extracted.needs_ocr() && limits.ocr.enabled {

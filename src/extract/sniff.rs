@@ -9,8 +9,11 @@
 //! windows-125x, …) rather than assuming Latin-1. For HTML a declared charset (`<meta>` or
 //! the XML prolog) wins over the guess, as in browsers.
 //!
-//! Images that OCR reads (PNG, JPEG, TIFF) are recognised by their signatures like PDFs; other
-//! binary formats, images included, are refused with the type they look like.
+//! Images that OCR reads (PNG, JPEG, TIFF) are recognised by their signatures like PDFs; a zip
+//! container is opened and told apart by its contents ([`office::detect`]); an OLE compound file
+//! is refused as the legacy format its name says, or as encrypted when it holds an encrypted
+//! OOXML package; other binary formats, images included, are refused with the type they look
+//! like.
 //!
 //! UTF-16 without a byte-order mark is not recognised: its NUL bytes make it binary junk
 //! (`application/octet-stream`), which is also what a mislabelled binary looks like.
@@ -18,7 +21,7 @@
 use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
 
 use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr, without_makeup_sequences};
-use super::{DocKind, ExtractError, Sniffed, html};
+use super::{DocKind, ExtractError, Sniffed, formats, html, office};
 
 /// How many leading bytes are decoded to look for junk and HTML markers.
 const PREFIX_BYTES: usize = 64 * 1024;
@@ -40,19 +43,14 @@ const MAGIC: &[(&[u8], &str)] = &[
     // BigTIFF: leptonica, which tesseract reads images with, does not open it.
     (b"II+\0", "image/tiff"),
     (b"MM\0+", "image/tiff"),
-    (b"PK\x03\x04", "application/zip"),
-    (b"PK\x05\x06", "application/zip"),
+    (b"PK\x05\x06", "empty zip archive"),
     (b"\x1f\x8b", "application/gzip"),
     (b"BZh", "application/x-bzip2"),
     (b"\xfd7zXZ\0", "application/x-xz"),
     (b"\x28\xb5\x2f\xfd", "application/zstd"),
     (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
     (b"Rar!\x1a\x07", "application/vnd.rar"),
-    (
-        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-        "application/x-ole-storage",
-    ),
-    (b"{\\rtf", "application/rtf"),
+    (b"{\\rtf", "RTF document"),
     (b"%!PS", "application/postscript"),
     (b"\x7fELF", "application/x-executable"),
     (b"\0asm", "application/wasm"),
@@ -83,6 +81,17 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
             encoding: None,
             content_type,
         });
+    }
+    if bytes.starts_with(b"PK\x03\x04") {
+        let package = office::detect(bytes, formats::named(filename))?;
+        return Ok(Sniffed {
+            kind: DocKind::Package(package),
+            encoding: None,
+            content_type: package.mime(),
+        });
+    }
+    if bytes.starts_with(OLE_MAGIC) {
+        return Err(ole_verdict(bytes, filename));
     }
     if let Some(detected) = binary_magic(bytes) {
         return Err(ExtractError::Unsupported { detected });
@@ -129,6 +138,46 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
         encoding: Some(guessed),
         content_type,
     })
+}
+
+/// An OLE compound file's signature: legacy Office, HWP 5.0, and encrypted OOXML packages.
+const OLE_MAGIC: &[u8] = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1";
+
+/// Why an OLE compound file is not read, in words its sender knows. An `EncryptedPackage`
+/// stream is a password-protected OOXML file; otherwise the name says which legacy format the
+/// person meant (the bytes already said "OLE"), so the advice can say what to save it as.
+fn ole_verdict(bytes: &[u8], filename: &str) -> ExtractError {
+    let stream: Vec<u8> = "EncryptedPackage"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    if contains(bytes, &stream) {
+        return ExtractError::Encrypted {
+            format: formats::named(filename).unwrap_or("Office document"),
+        };
+    }
+    let lower = filename.to_ascii_lowercase();
+    let extension = lower.rsplit_once('.').map_or("", |(_, ext)| ext);
+    let (format, advice) = match extension {
+        "doc" | "dot" => (
+            "legacy Word 97–2003 document",
+            "open it in Word or LibreOffice and save it as .docx",
+        ),
+        "ppt" | "pps" | "pot" => (
+            "legacy PowerPoint 97–2003 presentation",
+            "open it in PowerPoint or LibreOffice and save it as .pptx",
+        ),
+        "xls" | "xlt" => (
+            "legacy Excel 97–2003 workbook",
+            "open it in Excel or LibreOffice and save it as .xlsx",
+        ),
+        "hwp" => ("HWP 5.0 document", "open it in Hangul and save it as .hwpx"),
+        _ => (
+            "legacy Office (OLE compound)",
+            "save it in a current format (.docx, .pptx, .xlsx, .hwpx) or as PDF",
+        ),
+    };
+    ExtractError::LegacyFormat { format, advice }
 }
 
 /// `%PDF-` at the start (after whitespace), or anywhere in the first KiB of a file that also
@@ -276,15 +325,37 @@ mod tests {
     }
 
     #[test]
-    fn a_zip_named_docx_is_refused_as_zip() {
+    fn a_cut_zip_named_docx_is_a_damaged_word_document() {
         let err = sniff(b"PK\x03\x04\x14\0\x06\0rest", "letter.docx").unwrap_err();
-        assert_eq!(
-            err,
-            ExtractError::Unsupported {
-                detected: "application/zip"
-            }
+        assert_eq!(err.code(), "file_corrupt");
+        assert!(
+            err.to_string().starts_with("the Word document is damaged"),
+            "{err}"
         );
-        assert_eq!(err.code(), "unsupported_type");
+    }
+
+    #[test]
+    fn ole_files_are_refused_as_the_format_a_person_knows() {
+        let mut doc = OLE_MAGIC.to_vec();
+        doc.extend_from_slice(&[0; 504]);
+        let err = sniff(&doc, "minutes.DOC").unwrap_err();
+        assert_eq!(err.code(), "legacy_format");
+        assert_eq!(
+            err.to_string(),
+            "legacy Word 97–2003 document files are not read; open it in Word or LibreOffice \
+             and save it as .docx"
+        );
+        let name: Vec<u8> = "EncryptedPackage"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        doc.extend_from_slice(&name);
+        let err = sniff(&doc, "secret.docx").unwrap_err();
+        assert_eq!(err.code(), "encrypted");
+        assert!(
+            err.to_string()
+                .starts_with("the Word document is password-protected")
+        );
     }
 
     #[test]

@@ -113,5 +113,7 @@ pub async fn info(State(state): State<AppState>) -> Result<Json<Value>, ApiError
             "semantic": state.searcher.is_semantic(),
             "warning": state.embedder_warning.as_deref(),
         },
+        // What uploads may be: the page's drop zone and file picker are built from it.
+        "formats": crate::extract::FORMATS,
     })))
 }

@@ -182,9 +182,7 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
             };
             let message = match &err {
                 ExtractError::Unsupported { .. } => {
-                    format!(
-                        "{err}; docket takes PDF, HTML, Markdown, plain text and PNG, JPEG or TIFF images"
-                    )
+                    format!("{err}; docket reads {}", extract::formats::names())
                 }
                 _ => err.to_string(),
             };

@@ -43,30 +43,30 @@ pub(super) async fn run(
 
     // PDFs run in child processes that are killed at their own deadline; everything else is
     // parsed in this process, under the same deadline.
-    let deadline = pipeline.pdf.timeout;
+    let deadline = pipeline.extraction.timeout;
     let extracted = match extract::sniff(&bytes, &document.filename) {
         Ok(sniffed) if sniffed.kind == DocKind::Pdf => {
-            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf).await
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.extraction).await
         }
         Ok(sniffed) => tokio::time::timeout(
             deadline,
-            extract::extract_text_layer(&bytes, &sniffed, &pipeline.pdf),
+            extract::extract_text_layer(&bytes, &sniffed, &pipeline.extraction),
         )
         .await
         .unwrap_or(Err(ExtractError::Timeout)),
         Err(err) => Err(err),
     };
     let extracted = match extracted {
-        Ok(extracted) if extracted.needs_ocr() && pipeline.pdf.ocr.enabled => {
+        Ok(extracted) if extracted.needs_ocr() && pipeline.extraction.ocr.enabled => {
             let pages = extracted.unreadable.len();
-            if let Err(err) = extract::ocr::check_page_cap(pages, &pipeline.pdf.ocr) {
+            if let Err(err) = extract::ocr::check_page_cap(pages, &pipeline.extraction.ocr) {
                 return Err(failed(&pipeline, &job, document_id, &err).await);
             }
             return hand_to_ocr(&pipeline, &job, document_id, &extracted).await;
         }
         // No OCR to do: only the verdict on the whole (a document without any text fails).
         Ok(extracted) => {
-            extract::read_unreadable(&bytes, extracted, &pipeline.pdf, &|_, _| {}).await
+            extract::read_unreadable(&bytes, extracted, &pipeline.extraction, &|_, _| {}).await
         }
         Err(err) => Err(err),
     };
@@ -115,6 +115,13 @@ pub(super) async fn finish(
     let label = extracted.label();
     let note = extracted.note();
     let page_count = i32::try_from(extracted.pages.len()).unwrap_or(i32::MAX);
+    // A chunk never spans two pages, so the location of the page (section) it starts on is
+    // the chunk's.
+    let labels: Vec<Option<String>> = extracted
+        .pages
+        .iter()
+        .map(|page| extracted.location_of(page.number))
+        .collect();
     let (chunks, terms) = match chunk_and_analyse(pipeline, extracted.pages).await? {
         Some(chunked) => chunked,
         None => return Err(failed(pipeline, job, document_id, &ExtractError::Timeout).await),
@@ -127,7 +134,19 @@ pub(super) async fn finish(
         page_count,
         note: note.as_deref(),
     };
-    let outcome = checkpoint(pipeline, job, document_id, &extraction, &chunks, &terms).await?;
+    let locations: Vec<Option<String>> = chunks
+        .iter()
+        .map(|chunk| {
+            let at = usize::try_from(chunk.page).ok()?.checked_sub(1)?;
+            labels.get(at).cloned().flatten()
+        })
+        .collect();
+    let written = Written {
+        chunks: &chunks,
+        locations: &locations,
+        terms: &terms,
+    };
+    let outcome = checkpoint(pipeline, job, document_id, &extraction, &written).await?;
     if outcome == Outcome::CompletedInTransaction {
         tracing::info!(
             document = %document_id,
@@ -158,10 +177,17 @@ async fn chunk_and_analyse(
     });
     // A thread cannot be killed, so the job stops waiting; chunking is linear in the text and
     // bounded by the extractors' output, so the thread ends soon after.
-    match tokio::time::timeout(pipeline.pdf.timeout, work).await {
+    match tokio::time::timeout(pipeline.extraction.timeout, work).await {
         Ok(joined) => joined.retryable().map(Some),
         Err(_) => Ok(None),
     }
+}
+
+/// What the checkpoint writes: chunks, each one's location label, and their keyword terms.
+struct Written<'a> {
+    chunks: &'a [Chunk],
+    locations: &'a [Option<String>],
+    terms: &'a [ChunkTerms],
 }
 
 /// The checkpoint: the chunks and their keyword postings replace the old ones, the document
@@ -172,8 +198,7 @@ async fn checkpoint(
     job: &Job,
     document_id: DocumentId,
     extraction: &Extraction<'_>,
-    chunks: &[Chunk],
-    terms: &[ChunkTerms],
+    written: &Written<'_>,
 ) -> Result<Outcome, JobError> {
     let mut tx = pipeline.pool.begin().await.retryable()?;
     sqlx::query!(
@@ -185,10 +210,10 @@ async fn checkpoint(
     .await
     .retryable()?;
     index::forget(&mut tx, document_id.0).await.retryable()?;
-    insert_chunks(&mut tx, document_id, chunks, terms)
+    insert_chunks(&mut tx, document_id, written)
         .await
         .retryable()?;
-    index::write(&mut tx, document_id.0, terms)
+    index::write(&mut tx, document_id.0, written.terms)
         .await
         .retryable()?;
     let still_there = documents::mark_embedding(&mut *tx, document_id, extraction)
@@ -253,11 +278,15 @@ pub(super) async fn failed(
 async fn insert_chunks(
     conn: &mut sqlx::PgConnection,
     id: DocumentId,
-    chunks: &[Chunk],
-    terms: &[ChunkTerms],
+    written: &Written<'_>,
 ) -> Result<(), sqlx::Error> {
     // One statement per thousand chunks keeps the arrays and the statement small.
-    for (batch, analysed) in chunks.chunks(1000).zip(terms.chunks(1000)) {
+    let batches = written
+        .chunks
+        .chunks(1000)
+        .zip(written.locations.chunks(1000))
+        .zip(written.terms.chunks(1000));
+    for ((batch, locations), analysed) in batches {
         let indexes: Vec<i32> = batch.iter().map(|c| c.index).collect();
         let pages: Vec<i32> = batch.iter().map(|c| c.page).collect();
         let texts: Vec<&str> = batch.iter().map(|c| c.text.as_str()).collect();
@@ -267,10 +296,10 @@ async fn insert_chunks(
         let term_counts: Vec<i32> = analysed.iter().map(|t| t.term_count).collect();
         sqlx::query!(
             "insert into chunks (document_id, chunk_index, page, text, token_count, content_hash,
-                                 language, term_count, analyzer)
-             select $1, u.*, $9
+                                 language, term_count, location, analyzer)
+             select $1, u.*, $10
              from unnest($2::int[], $3::int[], $4::text[], $5::int[], $6::bytea[], $7::text[],
-                         $8::int[]) as u",
+                         $8::int[], $9::text[]) as u",
             id.0,
             &indexes,
             &pages,
@@ -280,6 +309,7 @@ async fn insert_chunks(
             &hashes as &[&[u8]],
             &languages as &[&str],
             &term_counts,
+            locations as &[Option<String>],
             ANALYZER_VERSION,
         )
         .execute(&mut *conn)

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use crate::chunk::{ApproxTokens, ChunkConfig, TokenCounter};
 use crate::embed::Embedder;
-use crate::extract::PdfLimits;
+use crate::extract::ExtractSettings;
 use crate::models::ModelVersion;
 use crate::queue::PayloadFilter;
 use crate::queue::payload::JobPayload;
@@ -59,7 +59,7 @@ pub struct Pipeline {
     /// How chunk sizes are counted: the local model's own tokenizer when that model embeds
     /// (its input is cut at a token limit, so counts must be exact), an estimate otherwise.
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
-    pub pdf: PdfLimits,
+    pub extraction: ExtractSettings,
     /// OCR jobs running at once in this process: OCR takes a core per job for seconds a page,
     /// and runs as its own job kind so it never occupies the extract slots.
     pub ocr_concurrency: usize,
@@ -80,7 +80,7 @@ impl Pipeline {
         pool: sqlx::PgPool,
         embedder: Embedder,
         chunking: ChunkConfig,
-        pdf: PdfLimits,
+        extraction: ExtractSettings,
     ) -> Self {
         let model = ModelVersion::of(&embedder, &chunking);
         let tokens: Arc<dyn TokenCounter + Send + Sync> = match embedder.local_token_counter() {
@@ -93,7 +93,7 @@ impl Pipeline {
             model,
             chunking,
             tokens,
-            pdf,
+            extraction,
             ocr_concurrency: 1,
         }
     }

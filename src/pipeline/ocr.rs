@@ -29,7 +29,7 @@ pub(super) async fn run(
     let Some(bytes) = documents::bytes(pool, document_id).await.retryable()? else {
         return Ok(Outcome::Complete);
     };
-    let limits = &pipeline.pdf;
+    let limits = &pipeline.extraction;
     let extracted = match extract::sniff(&bytes, &document.filename) {
         Ok(sniffed) => extract::extract_text_layer(&bytes, &sniffed, limits).await,
         Err(err) => Err(err),

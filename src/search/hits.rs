@@ -1,5 +1,5 @@
-//! From candidates to hits: one query fetches the chunks' text, page, language and file name,
-//! and each chunk gets its snippet.
+//! From candidates to hits: one query fetches the chunks' text, page, location, language and
+//! file name, and each chunk gets its snippet.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -33,6 +33,7 @@ struct Row {
     document_id: i64,
     chunk_index: i32,
     page: i32,
+    location: Option<String>,
     text: String,
     language: Option<String>,
     filename: String,
@@ -58,7 +59,7 @@ pub(super) async fn fetch<'a>(
     let indexes: Vec<i32> = wanted.keys().map(|k| k.1).collect();
     let rows = sqlx::query_as!(
         Row,
-        "select c.document_id, c.chunk_index, c.page, c.text, c.language, d.filename,
+        "select c.document_id, c.chunk_index, c.page, c.location, c.text, c.language, d.filename,
                 d.content_type
          from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
          join chunks c using (document_id, chunk_index)
@@ -86,11 +87,16 @@ fn hit_of(row: Row, candidate: &Candidate, terms: &BTreeSet<&str>, routes: &[Rou
         document_id,
         chunk_index,
         page,
+        location,
         text,
         language,
         filename,
         content_type,
     } = row;
+    let location = location.or_else(|| {
+        let paginated = content_type == "application/pdf" || content_type.starts_with("image/");
+        paginated.then(|| format!("page {page}"))
+    });
     // A chunk not indexed yet has no language recorded: detect it as indexing will.
     let language = language
         .as_deref()
@@ -101,6 +107,7 @@ fn hit_of(row: Row, candidate: &Candidate, terms: &BTreeSet<&str>, routes: &[Rou
         filename,
         content_type,
         page,
+        location,
         chunk_index,
         score: candidate.score,
         text,

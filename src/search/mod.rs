@@ -105,7 +105,12 @@ pub struct Hit {
     pub filename: String,
     /// The document's type, so a client knows whether it can open the original at `page`.
     pub content_type: String,
+    /// The page (PDFs, images); for structured formats the section's ordinal.
     pub page: i32,
+    /// Where the chunk sits as a person names it: "page 3", "slide 2", "Q1, rows 4–9",
+    /// "2. Installation › 2.1 Requirements"; `None` for plain text and sections before any
+    /// heading.
+    pub location: Option<String>,
     pub chunk_index: i32,
     /// Higher is better. vector: cosine similarity; text: the BM25 score; hybrid: the fused
     /// score (with min-max fusion in [0, 1], 1 for the best match of both lists). Comparable

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use docket::extract::{
-    self, DocKind, ExtractError, Extracted, Extractor, PdfLimits, extract_pdf, sniff,
+    self, DocKind, ExtractError, ExtractSettings, Extracted, Extractor, extract_pdf, sniff,
 };
 
 fn fixture(relative: &str) -> Vec<u8> {
@@ -15,10 +15,10 @@ fn fixture(relative: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()))
 }
 
-fn limits(timeout: Duration) -> PdfLimits {
-    PdfLimits {
+fn limits(timeout: Duration) -> ExtractSettings {
+    ExtractSettings {
         timeout,
-        ..PdfLimits::new(PathBuf::from(env!("CARGO_BIN_EXE_docket")))
+        ..ExtractSettings::new(PathBuf::from(env!("CARGO_BIN_EXE_docket")))
     }
 }
 
@@ -247,7 +247,7 @@ async fn with_ocr_off_the_scanned_pdf_has_no_text_layer() {
 #[tokio::test]
 async fn a_memory_cap_too_small_to_parse_is_out_of_memory() {
     let bytes = fixture("pdf/cjk-ko-doc.pdf");
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         memory_bytes: 8 << 20,
         ..limits(Duration::from_secs(30))
     };
@@ -258,7 +258,7 @@ async fn a_memory_cap_too_small_to_parse_is_out_of_memory() {
 
 #[tokio::test]
 async fn a_missing_pdftotext_leaves_pdf_extract_as_the_judge() {
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         pdftotext: PathBuf::from("/nonexistent/pdftotext"),
         ..limits(Duration::from_secs(30))
     };
@@ -344,7 +344,7 @@ async fn an_extractor_past_its_deadline_is_killed_and_reported_as_a_timeout() {
     let mut permissions = std::fs::metadata(&stalled).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&stalled, permissions).unwrap();
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         pdftotext: stalled,
         ..limits(Duration::from_secs(1))
     };
@@ -364,7 +364,7 @@ async fn the_pdf_extractors_see_none_of_docket_s_environment() {
     let mut permissions = std::fs::metadata(&tattler).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&tattler, permissions).unwrap();
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         pdftotext: tattler,
         ..limits(Duration::from_secs(10))
     };

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use docket::chunk::ChunkConfig;
 use docket::embed::{Embedder, HashEmbedder};
-use docket::extract::PdfLimits;
+use docket::extract::ExtractSettings;
 use docket::pipeline::Pipeline;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use sqlx::PgPool;
 
 use crate::support::{
-    drive, pdf_limits, pipeline_worker, spawn_api, spawn_api_with, upload, upload_one,
+    drive, extract_settings, pipeline_worker, spawn_api, spawn_api_with, upload, upload_one,
 };
 
 async fn document_count(pool: &PgPool) -> i64 {
@@ -144,9 +144,9 @@ async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn an_extraction_past_its_deadline_fails_the_document(pool: PgPool) {
-    let limits = PdfLimits {
+    let limits = ExtractSettings {
         timeout: Duration::from_millis(1),
-        ..pdf_limits()
+        ..extract_settings()
     };
     let pipeline = Pipeline::new(
         pool.clone(),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use docket::chunk::TokenCounter;
 use docket::documents::NewDocument;
 use docket::embed::{Embedder, LocalEmbedder, Purpose};
-use docket::extract::PdfLimits;
+use docket::extract::ExtractSettings;
 use docket::pipeline::{self, Pipeline, PipelineConcurrency};
 use docket::queue::Queue;
 use docket::worker::{Registry, Worker, WorkerConfig};
@@ -209,7 +209,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
         pool.clone(),
         embedder.clone(),
         docket::chunk::ChunkConfig::default(),
-        PdfLimits::new(PathBuf::from(env!("CARGO_BIN_EXE_docket"))),
+        ExtractSettings::new(PathBuf::from(env!("CARGO_BIN_EXE_docket"))),
     ));
     pipeline
         .prepare()

@@ -7,6 +7,7 @@ mod documents;
 mod embed;
 mod extract;
 mod fleet_limit;
+mod formats;
 mod hostile;
 mod ingest;
 mod jobs_api;

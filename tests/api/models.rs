@@ -30,7 +30,7 @@ async fn pipeline(pool: &PgPool, embedder: Embedder) -> Arc<Pipeline> {
         pool.clone(),
         embedder,
         CHUNKING,
-        docket::extract::PdfLimits::new(exe),
+        docket::extract::ExtractSettings::new(exe),
     );
     pipeline.prepare().await.expect("register the version");
     Arc::new(pipeline)

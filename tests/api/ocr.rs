@@ -2,16 +2,16 @@
 //! it, see fixtures/MANIFEST.tsv) through the real `docket __extract-pdf` child, poppler and
 //! tesseract; hostile images through the whole pipeline with a real worker.
 
-use docket::extract::{self, ExtractError, Extracted, Extractor, PdfLimits, sniff};
+use docket::extract::{self, ExtractError, ExtractSettings, Extracted, Extractor, sniff};
 use docket::pipeline::OCR_JOB;
 use sqlx::PgPool;
 
 use crate::support::{
-    document, drive, fixture, hash_pipeline, pdf_limits, pipeline_worker, spawn_api, upload,
+    document, drive, extract_settings, fixture, hash_pipeline, pipeline_worker, spawn_api, upload,
     upload_one,
 };
 
-async fn read(relative: &str, limits: &PdfLimits) -> Result<Extracted, ExtractError> {
+async fn read(relative: &str, limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
     let bytes = fixture(relative);
     let name = relative.rsplit('/').next().unwrap_or(relative);
     let sniffed = sniff(&bytes, name)?;
@@ -20,8 +20,8 @@ async fn read(relative: &str, limits: &PdfLimits) -> Result<Extracted, ExtractEr
 
 /// English fixtures are read in English: script detection is exercised by the Korean scan and
 /// the pipeline test, and skipping it keeps these tests to a few seconds.
-fn english() -> PdfLimits {
-    let mut limits = pdf_limits();
+fn english() -> ExtractSettings {
+    let mut limits = extract_settings();
     limits.ocr.languages = extract::Languages::Fixed(vec!["eng".into()]);
     limits
 }
@@ -56,7 +56,7 @@ async fn a_jpeg_photo_of_a_page_is_read_by_ocr() {
 
 #[tokio::test]
 async fn a_korean_scan_gives_korean_text() {
-    let extracted = read("image/cjk-ko-doc-p1.png", &pdf_limits())
+    let extracted = read("image/cjk-ko-doc-p1.png", &extract_settings())
         .await
         .unwrap();
     let text = page_text(&extracted, 1);
@@ -137,7 +137,7 @@ async fn a_garbage_text_layer_is_dropped_and_the_page_goes_to_ocr() {
 
 #[tokio::test]
 async fn more_pages_than_the_ocr_cap_fail_with_a_readable_reason() {
-    let mut limits = pdf_limits();
+    let mut limits = extract_settings();
     limits.ocr.max_pages = 1;
     let err = read("image/two-pages.tif", &limits).await.unwrap_err();
     assert_eq!(err.code(), "ocr_page_limit");

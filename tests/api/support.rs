@@ -10,7 +10,7 @@ use docket::embed::{
     Embedder, HashEmbedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder,
     RateLimits,
 };
-use docket::extract::PdfLimits;
+use docket::extract::ExtractSettings;
 use docket::http::{self, AppState};
 use docket::pipeline::{Pipeline, PipelineConcurrency};
 use docket::queue::{self, JobId, NewJob, Queue};
@@ -225,16 +225,21 @@ pub fn fixture(relative: &str) -> Vec<u8> {
 
 /// PDF limits with the real `docket __extract-pdf` child, bounded so a hostile file cannot
 /// stall a test for the production minute.
-pub fn pdf_limits() -> PdfLimits {
-    PdfLimits {
+pub fn extract_settings() -> ExtractSettings {
+    ExtractSettings {
         timeout: Duration::from_secs(15),
-        ..PdfLimits::new(env!("CARGO_BIN_EXE_docket").into())
+        ..ExtractSettings::new(env!("CARGO_BIN_EXE_docket").into())
     }
 }
 
 /// A prepared pipeline (model version registered and active) embedding with `embedder`.
 pub async fn pipeline(pool: &sqlx::PgPool, embedder: Embedder) -> Arc<Pipeline> {
-    let pipeline = Pipeline::new(pool.clone(), embedder, ChunkConfig::default(), pdf_limits());
+    let pipeline = Pipeline::new(
+        pool.clone(),
+        embedder,
+        ChunkConfig::default(),
+        extract_settings(),
+    );
     pipeline
         .prepare()
         .await

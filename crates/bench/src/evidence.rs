@@ -19,7 +19,7 @@ use serde_json::json;
 use unicode_normalization::UnicodeNormalization;
 
 use docket::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
-use docket::extract::{self, PdfLimits};
+use docket::extract::{self, ExtractSettings};
 
 /// Options of `docket bench evidence`.
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub async fn run(args: EvidenceBench) -> anyhow::Result<()> {
         }
     }
     let exe = std::env::current_exe().context("finding this binary for PDF isolation")?;
-    let mut limits = PdfLimits::new(exe);
+    let mut limits = ExtractSettings::new(exe);
     limits.timeout = Duration::from_secs(60);
 
     let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -138,7 +138,7 @@ pub async fn run(args: EvidenceBench) -> anyhow::Result<()> {
 }
 
 /// The chunk texts of one file, as the pipeline would store them; none when extraction fails.
-async fn chunk_texts(bytes: &[u8], name: &str, limits: &PdfLimits) -> Vec<String> {
+async fn chunk_texts(bytes: &[u8], name: &str, limits: &ExtractSettings) -> Vec<String> {
     let extracted = match extract::sniff(bytes, name) {
         Ok(sniffed) => extract::extract(bytes, &sniffed, limits).await,
         Err(err) => Err(err),

@@ -3,7 +3,7 @@
 //! `ocrmypdf` ([`super::ocr`]).
 //!
 //! "Our step" is what a worker's extract job runs: [`docket::extract::sniff()`] then
-//! [`docket::extract::extract_text_layer`] with real [`PdfLimits`] (the isolated
+//! [`docket::extract::extract_text_layer`] with real [`ExtractSettings`] (the isolated
 //! `docket __extract-pdf` child is this very binary; `pdftotext` first, `pdf-extract` where
 //! poppler fails or leaves garbage pages), so its time includes the process starts, the
 //! isolation and any second extractor. Pages that need OCR are counted in its verdict but read
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde_json::json;
 
-use docket::extract::{self, PdfLimits};
+use docket::extract::{self, ExtractSettings};
 
 /// Options of `docket bench extract`.
 #[derive(Debug, clap::Args)]
@@ -92,7 +92,7 @@ pub async fn run(args: ExtractBench) -> anyhow::Result<()> {
         }
     };
     let exe = std::env::current_exe().context("finding this binary for PDF isolation")?;
-    let mut limits = PdfLimits::new(exe);
+    let mut limits = ExtractSettings::new(exe);
     limits.timeout = Duration::from_secs(args.timeout_secs.max(1));
     limits.pdftotext = args.pdftotext.clone();
 
@@ -217,7 +217,7 @@ impl Totals {
 
 /// The worker's extract job on one file: the text layer, with the pages left for OCR named
 /// in the verdict.
-async fn run_ours(bytes: &[u8], name: &str, limits: &PdfLimits) -> Run {
+async fn run_ours(bytes: &[u8], name: &str, limits: &ExtractSettings) -> Run {
     let started = Instant::now();
     let result = match extract::sniff(bytes, name) {
         Ok(sniffed) => extract::extract_text_layer(bytes, &sniffed, limits).await,

@@ -79,7 +79,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // The benchmarks run docket's pipeline in this process, and its PDF extraction child is
-    // "this very binary" ([`docket::app::pdf_limits`]), as in `docket`.
+    // "this very binary" ([`docket::app::extract_settings`]), as in `docket`.
     if std::env::args().nth(1).as_deref() == Some(docket::extract::pdf::CHILD_SUBCOMMAND) {
         return docket::extract::pdf::run_child();
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use docket::extract::{self, DocKind, PdfLimits};
+use docket::extract::{self, DocKind, ExtractSettings};
 
 /// One file's OCR figures.
 struct OcrRow {
@@ -33,7 +33,11 @@ struct OcrRow {
 
 /// The files OCR reads wholly: PDFs of `pdf_dir` needing OCR on every page, and images in
 /// `pdf_dir` and `image_dir`.
-pub(super) async fn files(pdf_dir: &Path, image_dir: &Path, limits: &PdfLimits) -> Vec<PathBuf> {
+pub(super) async fn files(
+    pdf_dir: &Path,
+    image_dir: &Path,
+    limits: &ExtractSettings,
+) -> Vec<PathBuf> {
     let mut chosen = Vec::new();
     for dir in [pdf_dir, image_dir] {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -83,7 +87,7 @@ pub(super) async fn files(pdf_dir: &Path, image_dir: &Path, limits: &PdfLimits) 
 /// Runs both sides on `files`; prints a table and returns the JSON figures.
 pub(super) async fn compare(
     files: &[PathBuf],
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     ocrmypdf: &Path,
     timeout: Duration,
 ) -> anyhow::Result<Value> {

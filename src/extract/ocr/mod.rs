@@ -18,8 +18,9 @@ pub mod tesseract;
 
 use std::path::{Path, PathBuf};
 
+use super::ExtractSettings;
 use super::image::{self, ImageInfo};
-use super::pdf::{EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED, PdfLimits, child_command};
+use super::pdf::{EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED, child_command};
 use super::{ExtractError, Page};
 use crate::extract::pdf::process::{self, Run};
 
@@ -142,7 +143,7 @@ impl OcrRun {
 pub async fn read_pdf_pages(
     bytes: &[u8],
     numbers: &[u32],
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(Vec<Page>, OcrRun), ExtractError> {
     let settings = &limits.ocr;
@@ -187,7 +188,7 @@ pub async fn read_pdf_pages(
 /// Reads an uploaded image (every page of a multi-page TIFF) with OCR.
 pub async fn read_image(
     bytes: &[u8],
-    limits: &PdfLimits,
+    limits: &ExtractSettings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(Vec<Page>, OcrRun), ExtractError> {
     let settings = &limits.ocr;
@@ -270,13 +271,13 @@ async fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ExtractError> {
 
 /// Runs OCR's helper programs inside the isolated child, under the PDF limits.
 pub(super) struct Helper<'a> {
-    limits: &'a PdfLimits,
+    limits: &'a ExtractSettings,
     /// The deadline of one call: the extractor timeout per page the call reads.
     timeout: std::time::Duration,
 }
 
 impl<'a> Helper<'a> {
-    fn new(limits: &'a PdfLimits, pages: usize) -> Self {
+    fn new(limits: &'a ExtractSettings, pages: usize) -> Self {
         let pages = u32::try_from(pages.max(1)).unwrap_or(u32::MAX);
         Helper {
             limits,

@@ -18,7 +18,7 @@
 //! crashed, timed out, out of memory) or returned pages of garbage or letterless text (a font
 //! mapping another parser may read differently) does `pdf-extract` run too; then the reading
 //! with fewer unusable pages wins, `pdftotext`'s on a tie. Each step gets the full timeout, so
-//! a document can take up to twice [`PdfLimits::timeout`]. An encrypted file stops at the
+//! a document can take up to twice [`ExtractSettings::timeout`]. An encrypted file stops at the
 //! first verdict. When neither yields text the failure is classified: encrypted (by either)
 //! first, then no text layer, then what `pdftotext`, the more forgiving parser, said;
 //! `pdf-extract`'s verdict is used only when `pdftotext` itself could not run.
@@ -27,7 +27,6 @@ mod child;
 pub(crate) mod process;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use tokio::process::Command;
 
@@ -37,50 +36,15 @@ pub(crate) use child::{ENV_EXEC, EXIT_OUT_OF_MEMORY, EXIT_SETUP_FAILED};
 use process::{Finished, Run};
 
 use super::decode::normalize;
-use super::ocr::OcrSettings;
 use super::paragraphs;
 use super::quality::{self, TextProblem};
-use super::{ExtractError, Extracted, Extractor, Page};
+use super::{ExtractError, ExtractSettings, Extracted, Extractor, Page};
 
 /// The most text a PDF may yield; a bomb that expands into gigabytes of text is cut off here
 /// and reported as running out of memory.
 const MAX_TEXT_BYTES: u64 = 64 << 20;
 /// The hidden subcommand that runs [`run_child`].
 pub const CHILD_SUBCOMMAND: &str = "__extract-pdf";
-
-/// Limits and helper programs for PDF extraction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PdfLimits {
-    /// The docket binary, re-run as `docket __extract-pdf` for isolation.
-    pub child_exe: PathBuf,
-    /// Wall-clock limit for each extractor in the chain.
-    pub timeout: Duration,
-    /// Address-space limit (RLIMIT_AS) for each extractor process. It counts mappings, not
-    /// resident memory: keep it at 256 MiB or more (the parser thread alone reserves a 64 MiB
-    /// stack, and `pdftotext` maps its shared libraries).
-    pub memory_bytes: u64,
-    /// Poppler's `pdftotext`, a path or a name looked up on `PATH`.
-    pub pdftotext: PathBuf,
-    /// OCR of pages without a usable text layer and of images (same time and memory limits,
-    /// per helper call).
-    pub ocr: OcrSettings,
-    /// Rebuild paragraphs from the extractors' lines (on; off only to measure the difference).
-    pub paragraphs: bool,
-}
-
-impl PdfLimits {
-    /// Limits fit for a worker: 60 s and 1 GiB per extractor, `pdftotext` from `PATH`.
-    pub fn new(child_exe: PathBuf) -> Self {
-        PdfLimits {
-            child_exe,
-            timeout: Duration::from_secs(60),
-            memory_bytes: 1 << 30,
-            pdftotext: PathBuf::from("pdftotext"),
-            ocr: OcrSettings::default(),
-            paragraphs: true,
-        }
-    }
-}
 
 /// What one extractor made of the document.
 #[derive(Debug)]
@@ -105,7 +69,10 @@ enum Attempt {
 /// Extracts the text layer of a PDF, page by page, with page numbers kept. Pages without a
 /// usable text layer come back empty and listed in [`Extracted::unreadable`] (for OCR); a
 /// document none of whose pages has text is still `Ok` here.
-pub async fn extract_pdf(bytes: &[u8], limits: &PdfLimits) -> Result<Extracted, ExtractError> {
+pub async fn extract_pdf(
+    bytes: &[u8],
+    limits: &ExtractSettings,
+) -> Result<Extracted, ExtractError> {
     if bytes.is_empty() {
         return Err(ExtractError::Empty);
     }
@@ -152,6 +119,7 @@ fn into_extracted(attempt: Attempt, extractor: Extractor) -> Extracted {
         extractor,
         unreadable,
         ocr: None,
+        locations: Vec::new(),
     }
 }
 
@@ -201,7 +169,7 @@ fn summary(attempt: &Attempt) -> String {
 const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE"];
 
 /// The isolated child under `limits`, before its mode is chosen.
-pub(crate) fn child_command(limits: &PdfLimits) -> Command {
+pub(crate) fn child_command(limits: &ExtractSettings) -> Command {
     let mut command = Command::new(&limits.child_exe);
     command.env_clear();
     for name in PASSED_ENV {
@@ -218,7 +186,7 @@ pub(crate) fn child_command(limits: &PdfLimits) -> Command {
     command
 }
 
-async fn run_pdf_extract(bytes: &[u8], limits: &PdfLimits) -> Attempt {
+async fn run_pdf_extract(bytes: &[u8], limits: &ExtractSettings) -> Attempt {
     let command = child_command(limits);
     // The JSON report escapes text, so allow it some room over the text cap.
     let run = process::run(command, Some(bytes), limits.timeout, MAX_TEXT_BYTES * 2).await;
@@ -245,7 +213,7 @@ async fn run_pdf_extract(bytes: &[u8], limits: &PdfLimits) -> Attempt {
     }
 }
 
-async fn run_pdftotext(bytes: &[u8], limits: &PdfLimits) -> Attempt {
+async fn run_pdftotext(bytes: &[u8], limits: &ExtractSettings) -> Attempt {
     let input = match TempPdf::write(bytes).await {
         Ok(input) => input,
         Err(err) => return Attempt::Internal(format!("cannot write a temporary file: {err}")),

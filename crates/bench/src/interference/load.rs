@@ -65,7 +65,7 @@ pub(super) async fn pipeline(
         pool.clone(),
         embedder,
         ChunkConfig::default(),
-        docket::extract::PdfLimits::new(exe),
+        docket::extract::ExtractSettings::new(exe),
     );
     pipeline.prepare().await?;
     Ok(Arc::new(pipeline))

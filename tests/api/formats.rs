@@ -1,0 +1,207 @@
+//! Office, e-book and Hangul formats end to end: real files (fixtures/office, origins in
+//! fixtures/MANIFEST.tsv) go through upload and the worker, end `ready`, are found by words
+//! printed in them, and their hits name where they sit (a heading, a slide, a sheet); hostile
+//! containers generated here fail with a readable reason and the next document goes through.
+
+use std::io::Write;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use sqlx::PgPool;
+use zip::write::SimpleFileOptions;
+
+use crate::support::{
+    Api, document, drive, fixture, hash_pipeline, pipeline_worker, spawn_api, upload,
+};
+
+/// Each fixture, a phrase printed in it, and the start of the location its hit must carry.
+const CASES: &[(&str, &str, &str)] = &[
+    (
+        "ko-sample.docx",
+        "Final paragraph with mixed content",
+        "Sample Document › Section One › Subsection",
+    ),
+    (
+        "tika-various-tables-headers-footnotes.docx",
+        "This is a footnote",
+        "Footnotes",
+    ),
+    (
+        "ko-sample-notes.pptx",
+        "Remember to explain the data table",
+        "slide 2",
+    ),
+    ("uuid-two-sheets.xlsx", "6ff4173b", "Sheet1, rows "),
+    (
+        "freshwater-ducks.ods",
+        "freshwater ducks per year",
+        "Sheet1, row",
+    ),
+    (
+        "lorem-ipsum-structure.odt",
+        "St Bride Printing Library",
+        "heading level 1.0",
+    ),
+    (
+        "libreoffice-impress-example.odp",
+        "example Impress file",
+        "slide 1",
+    ),
+    ("tika-test.epub", "text for chapter One", "Chapter 1"),
+    ("ulsan-namgu-notice-no-manifest.hwpx", "일부개정조례안", ""),
+];
+
+/// Text search on `api`, as JSON.
+async fn search(api: &Api, q: &str) -> Value {
+    let response = api
+        .client
+        .get(api.url("/api/search"))
+        .query(&[("q", q), ("mode", "text"), ("k", "10")])
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.expect("search JSON")
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn every_format_ends_ready_found_by_its_words_with_its_location(pool: PgPool) {
+    let api = spawn_api(pool.clone(), None).await;
+    let files: Vec<(&str, Vec<u8>)> = CASES
+        .iter()
+        .map(|(name, _, _)| (*name, fixture(&format!("office/{name}"))))
+        .collect();
+    let (status, body) = upload(&api, &files).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let pipeline = hash_pipeline(&pool).await;
+    let worker = pipeline_worker(&pool, &pipeline, 2);
+    drive(&pool, &worker, 20).await;
+
+    for (at, (name, words, location)) in CASES.iter().enumerate() {
+        let id = body["results"][at]["document"]["id"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{name} stored: {body}"));
+        let doc = document(&api, id).await;
+        assert_eq!(doc["status"], "ready", "{name}: {doc}");
+        let found = search(&api, words).await;
+        let hit = found["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .find(|hit| hit["document_id"] == id)
+            .unwrap_or_else(|| panic!("{words:?} does not find {name}: {found}"));
+        assert!(
+            hit["text"].as_str().is_some_and(|t| t.contains(words)),
+            "{name}: {hit}"
+        );
+        let label = hit["location"].as_str().unwrap_or("");
+        assert!(
+            label.starts_with(location),
+            "{name}: location {label:?}, expected {location:?}"
+        );
+    }
+}
+
+/// A package of `parts` (name, content), deflated.
+fn package(parts: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (name, content) in parts {
+        zip.start_file(*name, options).expect("zip entry");
+        zip.write_all(content).expect("zip write");
+    }
+    zip.finish().expect("zip finish").into_inner()
+}
+
+const DOCX_TYPES: &[u8] = br#"<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#;
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn hostile_containers_fail_readably_and_the_next_document_goes_through(pool: PgPool) {
+    let api = spawn_api(pool.clone(), None).await;
+    // 64 MiB of one byte packs to about 64 KiB: a thousandfold.
+    let flood = vec![b' '; 64 << 20];
+    let bomb = package(&[
+        ("[Content_Types].xml", DOCX_TYPES),
+        ("word/document.xml", &flood),
+    ]);
+    assert!(bomb.len() < 1 << 20, "the bomb is small: {}", bomb.len());
+    let lol = br#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;"><!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">]><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>&lol2;</w:t></w:r></w:p></w:body></w:document>"#;
+    let entities = package(&[
+        ("[Content_Types].xml", DOCX_TYPES),
+        ("word/document.xml", lol),
+    ]);
+    let good = fixture("office/ko-sample.docx");
+    let (status, body) = upload(
+        &api,
+        &[
+            ("bomb.docx", bomb),
+            ("entities.docx", entities),
+            ("after.docx", good),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let pipeline = hash_pipeline(&pool).await;
+    let worker = pipeline_worker(&pool, &pipeline, 2);
+    let started = std::time::Instant::now();
+    drive(&pool, &worker, 20).await;
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+
+    let id = |at: usize| body["results"][at]["document"]["id"].as_i64().expect("id");
+    let bomb = document(&api, id(0)).await;
+    assert_eq!(bomb["status"], "failed", "{bomb}");
+    assert_eq!(bomb["error"]["code"], "document_too_complex", "{bomb}");
+    let message = bomb["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("zip bomb"), "{message}");
+    let entities = document(&api, id(1)).await;
+    assert_eq!(entities["status"], "failed", "{entities}");
+    assert_eq!(entities["error"]["code"], "document_too_complex");
+    let message = entities["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("DTD"), "{message}");
+    assert_eq!(document(&api, id(2)).await["status"], "ready");
+
+    // A zip cut short cannot even be told apart: refused at upload, naming what it claims to be.
+    let (status, body) = upload(&api, &[("cut.docx", fixture("office/truncated.docx"))]).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    let error = &body["results"][0]["error"];
+    assert_eq!(error["code"], "file_corrupt", "{body}");
+    let message = error["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("the Word document is damaged"),
+        "{message}"
+    );
+
+    // A password-protected Word file is an OLE container holding an encrypted package.
+    let locked = fixture("office/encrypted-password-tika.docx");
+    let (status, body) = upload(&api, &[("locked.docx", locked)]).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    let error = &body["results"][0]["error"];
+    assert_eq!(error["code"], "encrypted", "{body}");
+    let message = error["message"].as_str().unwrap_or("");
+    assert!(message.contains("password-protected"), "{message}");
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn info_lists_the_formats_read(pool: PgPool) {
+    let api = spawn_api(pool, None).await;
+    let info: Value = api
+        .client
+        .get(api.url("/api/info"))
+        .send()
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("info JSON");
+    let formats = info["formats"].as_array().expect("formats");
+    let word = formats
+        .iter()
+        .find(|f| f["name"] == "Word document")
+        .expect("Word is read");
+    assert!(
+        word["extensions"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|x| x == ".docx"))
+    );
+    assert!(formats.iter().any(|f| f["name"] == "HWPX document"));
+}
