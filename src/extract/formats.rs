@@ -42,6 +42,16 @@ pub const FORMATS: &[Format] = &[
         mime: &["application/hwp+zip"],
     },
     Format {
+        name: "HWP document",
+        extensions: &[".hwp"],
+        mime: &["application/x-hwp"],
+    },
+    Format {
+        name: "Excel 97–2003 workbook",
+        extensions: &[".xls"],
+        mime: &["application/vnd.ms-excel"],
+    },
+    Format {
         name: "OpenDocument text",
         extensions: &[".odt"],
         mime: &["application/vnd.oasis.opendocument.text"],
@@ -60,6 +70,21 @@ pub const FORMATS: &[Format] = &[
         name: "EPUB e-book",
         extensions: &[".epub"],
         mime: &["application/epub+zip"],
+    },
+    Format {
+        name: "RTF document",
+        extensions: &[".rtf"],
+        mime: &["application/rtf"],
+    },
+    Format {
+        name: "e-mail message",
+        extensions: &[".eml"],
+        mime: &["message/rfc822"],
+    },
+    Format {
+        name: "CSV or TSV table",
+        extensions: &[".csv", ".tsv"],
+        mime: &["text/csv", "text/tab-separated-values"],
     },
     Format {
         name: "HTML page",

@@ -37,6 +37,7 @@ pub use error::ExtractError;
 pub use formats::{FORMATS, Format};
 pub use ocr::{Languages, OcrRun, OcrSettings};
 pub use office::Package;
+pub use ole::OleKind;
 pub use pdf::extract_pdf;
 pub use quality::TextProblem;
 pub use settings::ExtractSettings;
@@ -59,6 +60,14 @@ pub enum DocKind {
     Image,
     /// A zip-family document: Word, PowerPoint, Excel, OpenDocument, EPUB, HWPX.
     Package(Package),
+    /// An OLE compound file docket reads: HWP 5.0 or a legacy `.xls` ([`ole`]).
+    Ole(OleKind),
+    /// An RTF document ([`rtf`]).
+    Rtf,
+    /// An e-mail message, attachments included ([`email`]).
+    Email,
+    /// A CSV or TSV table ([`csv`]), decoded with `encoding`.
+    Csv,
 }
 
 /// The verdict of [`sniff()`]: the kind of a document and how to decode it.
@@ -100,6 +109,14 @@ pub enum Extractor {
     Ocr,
     /// A zip-family reader ([`office`]).
     Package(Package),
+    /// The OLE reader ([`ole`]): HWP 5.0 or `.xls`.
+    Ole(OleKind),
+    /// The RTF reader.
+    Rtf,
+    /// The e-mail reader (and its attachments' readers).
+    Email,
+    /// The CSV/TSV reader.
+    Csv,
 }
 
 impl Extractor {
@@ -112,6 +129,12 @@ impl Extractor {
             Extractor::Html => "html",
             Extractor::Ocr => "ocr",
             Extractor::Package(package) => package.short(),
+            Extractor::Ole(OleKind::Hwp) => "hwp",
+            Extractor::Ole(OleKind::Excel97) => "xls",
+            Extractor::Ole(_) => "ole",
+            Extractor::Rtf => "rtf",
+            Extractor::Email => "email",
+            Extractor::Csv => "csv",
         }
     }
 }
@@ -243,20 +266,87 @@ pub async fn extract_text_layer(
         DocKind::Image => image_pages(bytes, limits),
         DocKind::Html => text_pages(bytes, sniffed, Extractor::Html).await,
         DocKind::Markdown | DocKind::Text => text_pages(bytes, sniffed, Extractor::Text).await,
-        DocKind::Package(package) => package_pages(bytes, package).await,
+        DocKind::Package(package) => {
+            let read = move |bytes: &[u8]| office::read(package, bytes);
+            sections_of(bytes, read, Extractor::Package(package)).await
+        }
+        DocKind::Ole(kind) => sections_of(bytes, ole::extract_ole, Extractor::Ole(kind)).await,
+        DocKind::Rtf => sections_of(bytes, rtf::extract_rtf, Extractor::Rtf).await,
+        DocKind::Csv => {
+            let encoding = sniffed.encoding;
+            let read = move |bytes: &[u8]| csv::extract_csv(bytes, encoding, "CSV");
+            sections_of(bytes, read, Extractor::Csv).await
+        }
+        DocKind::Email => Box::pin(email_pages(bytes, limits)).await,
     }
 }
 
-/// A zip-family document, read on a blocking thread: each section becomes a page, and its
-/// location is kept beside it.
-async fn package_pages(bytes: &[u8], package: Package) -> Result<Extracted, ExtractError> {
+/// A structured document read by `read` on a blocking thread: each section becomes a page,
+/// and its location is kept beside it.
+async fn sections_of<F>(
+    bytes: &[u8],
+    read: F,
+    extractor: Extractor,
+) -> Result<Extracted, ExtractError>
+where
+    F: FnOnce(&[u8]) -> Result<Vec<Section>, ExtractError> + Send + 'static,
+{
     let owned = bytes.to_vec();
-    let sections = tokio::task::spawn_blocking(move || office::read(package, &owned))
+    let sections = tokio::task::spawn_blocking(move || read(&owned))
         .await
         .map_err(|join| ExtractError::Internal {
-            reason: format!("{} reader task failed: {join}", package.short()),
+            reason: format!("{} reader task failed: {join}", extractor.as_str()),
         })??;
-    Ok(from_sections(sections, Extractor::Package(package)))
+    Ok(from_sections(sections, extractor))
+}
+
+/// An e-mail: its headers and body, then each attachment docket reads, by its own reader (a
+/// PDF in the isolated child), its text labelled with the attachment's name. An attachment
+/// that cannot be read is left out, not the message; pages of it that need OCR stay unread.
+async fn email_pages(bytes: &[u8], limits: &ExtractSettings) -> Result<Extracted, ExtractError> {
+    let owned = bytes.to_vec();
+    let message = tokio::task::spawn_blocking(move || email::extract_email(&owned, 0))
+        .await
+        .map_err(|join| ExtractError::Internal {
+            reason: format!("e-mail reader task failed: {join}"),
+        })??;
+    let mut sections = message.sections;
+    for attachment in message.attachments {
+        let read = match sniff(&attachment.bytes, &attachment.name) {
+            // A message attached to a message gives its own text, not its attachments.
+            Ok(sniffed) if sniffed.kind == DocKind::Email => {
+                email::extract_email(&attachment.bytes, email::MAX_DEPTH)
+                    .map(|inner| from_sections(inner.sections, Extractor::Email))
+            }
+            Ok(sniffed) => Box::pin(extract_text_layer(&attachment.bytes, &sniffed, limits)).await,
+            Err(err) => Err(err),
+        };
+        let read = match read {
+            Ok(read) => read,
+            Err(err) => {
+                tracing::info!(attachment = %attachment.name, reason = %err, "attachment not read");
+                continue;
+            }
+        };
+        let paginated = read.locations.is_empty() && read.pages.len() > 1;
+        for (at, page) in read.pages.iter().enumerate() {
+            let inner = match read.locations.get(at) {
+                Some(location) => Some(Box::new(location.clone())),
+                None if paginated => Some(Box::new(Location::Page {
+                    number: page.number,
+                })),
+                None => None,
+            };
+            sections.push(Section {
+                location: Location::Attachment {
+                    name: attachment.name.clone(),
+                    inner,
+                },
+                text: page.text.clone(),
+            });
+        }
+    }
+    Ok(from_sections(sections, Extractor::Email))
 }
 
 /// Sections as numbered pages with their locations; sections without text are dropped.

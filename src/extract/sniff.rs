@@ -11,9 +11,10 @@
 //!
 //! Images that OCR reads (PNG, JPEG, TIFF) are recognised by their signatures like PDFs; a zip
 //! container is opened and told apart by its contents ([`office::detect`]); an OLE compound file
-//! is refused as the legacy format its name says, or as encrypted when it holds an encrypted
-//! OOXML package; other binary formats, images included, are refused with the type they look
-//! like.
+//! by its streams ([`ole::classify`]: HWP 5.0 and `.xls` are read, legacy Word/PowerPoint and
+//! encrypted Office refused with advice); `{\rtf` is RTF; text opening with mail headers is an
+//! e-mail; text named `.csv`/`.tsv` is a table. Other binary formats, images included, are
+//! refused with the type they look like.
 //!
 //! UTF-16 without a byte-order mark is not recognised: its NUL bytes make it binary junk
 //! (`application/octet-stream`), which is also what a mislabelled binary looks like.
@@ -21,7 +22,7 @@
 use encoding_rs::{Encoding, REPLACEMENT, UTF_8};
 
 use super::decode::{decode, is_binary_junk, looks_like_iso_2022_kr, without_makeup_sequences};
-use super::{DocKind, ExtractError, Sniffed, formats, html, office};
+use super::{DocKind, ExtractError, Sniffed, formats, html, office, ole};
 
 /// How many leading bytes are decoded to look for junk and HTML markers.
 const PREFIX_BYTES: usize = 64 * 1024;
@@ -50,7 +51,6 @@ const MAGIC: &[(&[u8], &str)] = &[
     (b"\x28\xb5\x2f\xfd", "application/zstd"),
     (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
     (b"Rar!\x1a\x07", "application/vnd.rar"),
-    (b"{\\rtf", "RTF document"),
     (b"%!PS", "application/postscript"),
     (b"\x7fELF", "application/x-executable"),
     (b"\0asm", "application/wasm"),
@@ -90,8 +90,15 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
             content_type: package.mime(),
         });
     }
-    if bytes.starts_with(OLE_MAGIC) {
-        return Err(ole_verdict(bytes, filename));
+    if ole::is_ole(bytes) || ole::is_hwp3(bytes) {
+        return ole_kind(bytes);
+    }
+    if bytes.starts_with(b"{\\rtf") {
+        return Ok(Sniffed {
+            kind: DocKind::Rtf,
+            encoding: None,
+            content_type: "application/rtf",
+        });
     }
     if let Some(detected) = binary_magic(bytes) {
         return Err(ExtractError::Unsupported { detected });
@@ -109,6 +116,13 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
         });
     }
 
+    if looks_like_email(&text) {
+        return Ok(Sniffed {
+            kind: DocKind::Email,
+            encoding: Some(guessed),
+            content_type: "message/rfc822",
+        });
+    }
     let is_html = html::looks_like_html(&text);
     if is_pdf_name(filename) {
         return Err(ExtractError::NotAPdf {
@@ -128,7 +142,9 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
             content_type: "text/html",
         });
     }
-    let (kind, content_type) = if is_markdown_name(filename) {
+    let (kind, content_type) = if let Some(content_type) = table_name(filename) {
+        (DocKind::Csv, content_type)
+    } else if is_markdown_name(filename) {
         (DocKind::Markdown, "text/markdown")
     } else {
         (DocKind::Text, "text/plain")
@@ -140,44 +156,82 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
     })
 }
 
-/// An OLE compound file's signature: legacy Office, HWP 5.0, and encrypted OOXML packages.
-const OLE_MAGIC: &[u8] = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1";
-
-/// Why an OLE compound file is not read, in words its sender knows. An `EncryptedPackage`
-/// stream is a password-protected OOXML file; otherwise the name says which legacy format the
-/// person meant (the bytes already said "OLE"), so the advice can say what to save it as.
-fn ole_verdict(bytes: &[u8], filename: &str) -> ExtractError {
-    let stream: Vec<u8> = "EncryptedPackage"
-        .encode_utf16()
-        .flat_map(u16::to_le_bytes)
-        .collect();
-    if contains(bytes, &stream) {
-        return ExtractError::Encrypted {
-            format: formats::named(filename).unwrap_or("Office document"),
-        };
+/// An OLE compound file (or HWP 3.x) by its streams: HWP 5.0 and `.xls` are read, the others
+/// (legacy Word and PowerPoint, encrypted Office, HWP 3.x) refused at once with what to do.
+fn ole_kind(bytes: &[u8]) -> Result<Sniffed, ExtractError> {
+    if ole::is_hwp3(bytes) {
+        return Err(ole::hwp3_refusal());
     }
+    match ole::classify(bytes)? {
+        kind @ (ole::OleKind::Hwp | ole::OleKind::Excel97) => Ok(Sniffed {
+            kind: DocKind::Ole(kind),
+            encoding: None,
+            content_type: kind.content_type(),
+        }),
+        // The reader's refusal is the message; it reads no stream for these kinds.
+        _ => Err(ole::extract_ole(bytes)
+            .err()
+            .unwrap_or(ExtractError::Unsupported {
+                detected: "OLE compound file",
+            })),
+    }
+}
+
+/// Header names that open an RFC 822 message (a saved `.eml`, an mbox entry's headers).
+const MAIL_HEADERS: &[&str] = &[
+    "from",
+    "to",
+    "subject",
+    "date",
+    "received",
+    "return-path",
+    "message-id",
+    "mime-version",
+    "delivered-to",
+    "reply-to",
+    "cc",
+    "content-type",
+    "x-mailer",
+    "sender",
+];
+
+/// Text that opens with a block of headers, at least two of them mail headers and one of
+/// From, Subject or Date.
+fn looks_like_email(text: &str) -> bool {
+    let mut known = 0;
+    let mut essential = false;
+    for line in text.lines().take(200) {
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            continue;
+        }
+        let Some((name, _)) = line.split_once(':') else {
+            return false;
+        };
+        if name.is_empty() || name.contains(' ') {
+            return false;
+        }
+        let name = name.to_ascii_lowercase();
+        if MAIL_HEADERS.contains(&name.as_str()) {
+            known += 1;
+            essential |= matches!(name.as_str(), "from" | "subject" | "date");
+        }
+    }
+    known >= 2 && essential
+}
+
+/// The MIME type of a table file named `.csv` or `.tsv`.
+fn table_name(filename: &str) -> Option<&'static str> {
     let lower = filename.to_ascii_lowercase();
-    let extension = lower.rsplit_once('.').map_or("", |(_, ext)| ext);
-    let (format, advice) = match extension {
-        "doc" | "dot" => (
-            "legacy Word 97–2003 document",
-            "open it in Word or LibreOffice and save it as .docx",
-        ),
-        "ppt" | "pps" | "pot" => (
-            "legacy PowerPoint 97–2003 presentation",
-            "open it in PowerPoint or LibreOffice and save it as .pptx",
-        ),
-        "xls" | "xlt" => (
-            "legacy Excel 97–2003 workbook",
-            "open it in Excel or LibreOffice and save it as .xlsx",
-        ),
-        "hwp" => ("HWP 5.0 document", "open it in Hangul and save it as .hwpx"),
-        _ => (
-            "legacy Office (OLE compound)",
-            "save it in a current format (.docx, .pptx, .xlsx, .hwpx) or as PDF",
-        ),
-    };
-    ExtractError::LegacyFormat { format, advice }
+    if lower.ends_with(".csv") {
+        Some("text/csv")
+    } else if lower.ends_with(".tsv") || lower.ends_with(".tab") {
+        Some("text/tab-separated-values")
+    } else {
+        None
+    }
 }
 
 /// `%PDF-` at the start (after whitespace), or anywhere in the first KiB of a file that also
@@ -331,30 +385,6 @@ mod tests {
         assert!(
             err.to_string().starts_with("the Word document is damaged"),
             "{err}"
-        );
-    }
-
-    #[test]
-    fn ole_files_are_refused_as_the_format_a_person_knows() {
-        let mut doc = OLE_MAGIC.to_vec();
-        doc.extend_from_slice(&[0; 504]);
-        let err = sniff(&doc, "minutes.DOC").unwrap_err();
-        assert_eq!(err.code(), "legacy_format");
-        assert_eq!(
-            err.to_string(),
-            "legacy Word 97–2003 document files are not read; open it in Word or LibreOffice \
-             and save it as .docx"
-        );
-        let name: Vec<u8> = "EncryptedPackage"
-            .encode_utf16()
-            .flat_map(u16::to_le_bytes)
-            .collect();
-        doc.extend_from_slice(&name);
-        let err = sniff(&doc, "secret.docx").unwrap_err();
-        assert_eq!(err.code(), "encrypted");
-        assert!(
-            err.to_string()
-                .starts_with("the Word document is password-protected")
         );
     }
 

@@ -22,8 +22,14 @@ pub fn extract_text(bytes: &[u8], sniffed: &Sniffed) -> Result<Vec<Page>, Extrac
             Ok(vec![Page { number: 1, text }])
         }
         // PDFs and images need the isolated extractor; reaching here is a caller's mistake.
-        DocKind::Pdf | DocKind::Image | DocKind::Package(_) => Err(ExtractError::Internal {
-            reason: "a PDF, image or package was passed to the text extractor".into(),
+        DocKind::Pdf
+        | DocKind::Image
+        | DocKind::Package(_)
+        | DocKind::Ole(_)
+        | DocKind::Rtf
+        | DocKind::Email
+        | DocKind::Csv => Err(ExtractError::Internal {
+            reason: "a document with its own reader was passed to the text extractor".into(),
         }),
     }
 }

@@ -1,5 +1,5 @@
-//! Office, e-book and Hangul formats end to end: real files (fixtures/office, origins in
-//! fixtures/MANIFEST.tsv) go through upload and the worker, end `ready`, are found by words
+//! Office, e-book, e-mail and Hangul formats end to end: real files (fixtures/office, origins
+//! in fixtures/MANIFEST.tsv and fixtures/office/MANIFEST.tsv) go through upload and the worker, end `ready`, are found by words
 //! printed in them, and their hits name where they sit (a heading, a slide, a sheet); hostile
 //! containers generated here fail with a readable reason and the next document goes through.
 
@@ -49,6 +49,25 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     ("tika-test.epub", "text for chapter One", "Chapter 1"),
     ("ulsan-namgu-notice-no-manifest.hwpx", "일부개정조례안", ""),
+    ("tika-korean-description.hwp", "컨텐츠 분석 툴킷", ""),
+    ("ko-unicode.xls", "Rocket Launch", "Sheet2, rows 1–4"),
+    (
+        "extraction-test.rtf",
+        "Cell 2B",
+        "Comprehensive Extraction Test Document › Second Section › Table Section",
+    ),
+    ("numbers-and-squares.csv", "Square: 49", "CSV, rows "),
+    (
+        "pdf-attachment.eml",
+        "container email with an embedded pdf",
+        "",
+    ),
+    // The e-mail's PDF attachment, read in the child and labelled with its name.
+    (
+        "pdf-attachment.eml",
+        "Testing Incremental",
+        "attachment testPDF_incrementalUpdates.pdf",
+    ),
 ];
 
 /// Text search on `api`, as JSON.
@@ -67,17 +86,19 @@ async fn search(api: &Api, q: &str) -> Value {
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn every_format_ends_ready_found_by_its_words_with_its_location(pool: PgPool) {
     let api = spawn_api(pool.clone(), None).await;
-    let files: Vec<(&str, Vec<u8>)> = CASES
+    let mut files: Vec<(&str, Vec<u8>)> = CASES
         .iter()
         .map(|(name, _, _)| (*name, fixture(&format!("office/{name}"))))
         .collect();
+    files.dedup_by_key(|(name, _)| *name);
     let (status, body) = upload(&api, &files).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let pipeline = hash_pipeline(&pool).await;
     let worker = pipeline_worker(&pool, &pipeline, 2);
     drive(&pool, &worker, 20).await;
 
-    for (at, (name, words, location)) in CASES.iter().enumerate() {
+    for (name, words, location) in CASES {
+        let at = files.iter().position(|(file, _)| file == name).unwrap_or(0);
         let id = body["results"][at]["document"]["id"]
             .as_i64()
             .unwrap_or_else(|| panic!("{name} stored: {body}"));
