@@ -103,9 +103,10 @@ fn heading_levels(docinfo: &[u8], budget: &mut Budget) -> Result<Vec<Option<usiz
         .filter(|r| r.tag == STYLE)
         .map(|r| {
             let (local, english) = style_names(r)?;
+            // "개요 1" in Hangul's own templates, "개요1" in some converted files.
             let number = local
-                .strip_prefix("개요 ")
-                .or_else(|| english.strip_prefix("Outline "))?;
+                .strip_prefix("개요")
+                .or_else(|| english.strip_prefix("Outline"))?;
             number
                 .trim()
                 .parse::<usize>()

@@ -40,6 +40,19 @@ fn a_korean_press_release_reads_whole_with_its_tables() {
     assert_eq!(stray, None, "{text}");
     // Tables come out one row a line, cells joined by "; ".
     assert!(text.lines().any(|l| l.contains("; ")), "{text}");
+    // Paragraphs in outline styles are headings: the body text sits under them.
+    let under = sections
+        .iter()
+        .find(|s| s.text.contains("대국민 명칭 공모전"))
+        .unwrap();
+    assert!(
+        under
+            .location
+            .label()
+            .contains("명칭공모전에 1만건 이상 응모"),
+        "{:?}",
+        under.location
+    );
 }
 
 #[test]
