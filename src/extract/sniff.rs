@@ -83,7 +83,17 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
         });
     }
     if bytes.starts_with(b"PK\x03\x04") {
-        let package = office::detect(bytes, formats::named(filename))?;
+        let named = formats::named(filename);
+        let package = match office::detect(bytes, named) {
+            Ok(package) => package,
+            // A damaged container named as a format docket reads is stored and fails in its
+            // step, as a damaged PDF does: the person finds the document and the reason, and
+            // the next file goes on. A zip named as nothing docket reads is refused.
+            Err(err @ ExtractError::Corrupt { .. }) => {
+                named.and_then(office::Package::by_name).ok_or(err)?
+            }
+            Err(err) => return Err(err),
+        };
         return Ok(Sniffed {
             kind: DocKind::Package(package),
             encoding: None,
@@ -157,17 +167,22 @@ pub fn sniff(bytes: &[u8], filename: &str) -> Result<Sniffed, ExtractError> {
 }
 
 /// An OLE compound file (or HWP 3.x) by its streams: HWP 5.0 and `.xls` are read, the others
-/// (legacy Word and PowerPoint, encrypted Office, HWP 3.x) refused at once with what to do.
+/// (and failed in their step when encrypted); legacy Word and PowerPoint and HWP 3.x are refused
+/// at once with what to do.
 fn ole_kind(bytes: &[u8]) -> Result<Sniffed, ExtractError> {
     if ole::is_hwp3(bytes) {
         return Err(ole::hwp3_refusal());
     }
     match ole::classify(bytes)? {
-        kind @ (ole::OleKind::Hwp | ole::OleKind::Excel97) => Ok(Sniffed {
-            kind: DocKind::Ole(kind),
-            encoding: None,
-            content_type: kind.content_type(),
-        }),
+        // An encrypted Word/Excel/PowerPoint file is stored and fails in its step with
+        // `encrypted`, as an encrypted PDF or HWP does.
+        kind @ (ole::OleKind::Hwp | ole::OleKind::Excel97 | ole::OleKind::EncryptedOffice) => {
+            Ok(Sniffed {
+                kind: DocKind::Ole(kind),
+                encoding: None,
+                content_type: kind.content_type(),
+            })
+        }
         // The reader's refusal is the message; it reads no stream for these kinds.
         _ => Err(ole::extract_ole(bytes)
             .err()
@@ -379,11 +394,14 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_zip_named_docx_is_a_damaged_word_document() {
-        let err = sniff(b"PK\x03\x04\x14\0\x06\0rest", "letter.docx").unwrap_err();
+    fn a_cut_zip_named_docx_is_stored_as_a_word_document_and_one_named_otherwise_is_refused() {
+        let cut = b"PK\x03\x04\x14\0\x06\0rest";
+        let sniffed = sniff(cut, "letter.docx").expect("kept, to fail in its step");
+        assert_eq!(sniffed.kind, DocKind::Package(office::Package::Docx));
+        let err = sniff(cut, "letter.bin").unwrap_err();
         assert_eq!(err.code(), "file_corrupt");
         assert!(
-            err.to_string().starts_with("the Word document is damaged"),
+            err.to_string().starts_with("the zip archive is damaged"),
             "{err}"
         );
     }

@@ -40,8 +40,9 @@ async fn job_of(pool: &PgPool, id: i64, kind: &str) -> (JobId, String) {
     (JobId(job), status)
 }
 
+/// A queue that settles the pipeline's ended jobs, as a process's does.
 fn queue(pool: &PgPool) -> Queue {
-    Queue::new(pool.clone(), Duration::from_secs(30))
+    Queue::new(pool.clone(), Duration::from_secs(30)).with_ends(Arc::new(docket::pipeline::kinds()))
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
@@ -63,13 +64,8 @@ async fn a_job_the_rescuer_dead_letters_fails_its_document(pool: PgPool) {
         .await
         .expect("extracting");
     // The worker was killed (or ran out of memory): its lease runs out.
-    sqlx::query(
-        "update jobs set lease_until = now() - interval '1 second' where status = 'running'",
-    )
-    .execute(&pool)
-    .await
-    .expect("expire");
-    assert_eq!(q.rescue_expired(10).await.expect("rescue").dead, 1);
+    let later = q.at(chrono::Utc::now() + q.lease() + Duration::from_secs(1));
+    assert_eq!(later.rescue_expired(10).await.expect("rescue").dead, 1);
     let (status, code) = settled(&pool, id).await;
     assert_eq!(
         (status.as_str(), code.as_deref()),
@@ -114,11 +110,11 @@ async fn a_handler_that_panics_on_its_last_attempt_fails_its_document(pool: PgPo
         .expect("one attempt");
     let mut registry = Registry::new();
     registry.register("extract", 1, |_job| async { explode() });
-    let lease = Duration::from_secs(30);
+    // A handler registered as a closure has no end hook of its own: the queue's settles.
     let worker = Worker::new(
-        Queue::new(pool.clone(), lease),
+        queue(&pool),
         registry,
-        WorkerConfig::for_lease(lease),
+        WorkerConfig::for_lease(Duration::from_secs(30)),
     );
     assert_eq!(worker.run_until_idle().await.expect("run"), 1);
     assert_eq!(job_of(&pool, id, "extract").await.1, "dead");

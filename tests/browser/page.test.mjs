@@ -424,6 +424,56 @@ test("a model switch shows its progress, search still finds documents, and Run n
   }, jobId);
 });
 
+/** Searches `query` in `mode` from the search view; the top hit's file name, location label
+ * and snippet. */
+async function topHit(query, mode) {
+  await page.click("#nav-search");
+  await page.getByLabel("Search for").fill(query);
+  await page.getByLabel("Mode", { exact: true }).selectOption(mode);
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.waitForFunction(
+    (q) =>
+      Array.from(document.querySelectorAll("#search-results li .snippet, #search-results li")).some((n) =>
+        n.textContent.includes(q),
+      ),
+    query,
+    { timeout: PIPELINE_TIMEOUT },
+  );
+  return page.evaluate(() => {
+    const item = document.querySelector("#search-results li");
+    return {
+      filename: item.querySelector(".filename")?.textContent ?? "",
+      location: item.querySelector(".where .page")?.textContent ?? "",
+      text: item.textContent,
+    };
+  });
+}
+
+test("a Word file, a slide deck and a Korean HWP dropped on the page become ready, and hits show their heading or slide", async () => {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.click("#nav-documents");
+  const accept = await page.getAttribute("#file-input", "accept");
+  for (const extension of [".docx", ".pptx", ".hwp", ".hwpx"]) {
+    assert.ok(accept.split(",").includes(extension), `the picker accepts ${extension}: ${accept}`);
+  }
+  const files = ["office/ko-sample.docx", "office/ko-sample-notes.pptx", "office/noori-press-release-2018.hwp"];
+  await page.getByLabel(/Drop files here/).setInputFiles(files.map((f) => path.join(FIXTURES, f)));
+  for (const file of files) await waitForStatus(path.basename(file), "ready");
+
+  const slide = await topHit("Remember to explain the data table", "text");
+  assert.equal(slide.filename, "ko-sample-notes.pptx");
+  assert.equal(slide.location, "slide 2", "a speaker note is found on its slide");
+
+  const heading = await topHit("Final paragraph with mixed content", "text");
+  assert.equal(heading.filename, "ko-sample.docx");
+  assert.match(heading.location, / › /, `a heading path: ${heading.location}`);
+
+  const korean = await topHit("한국형발사체", "text");
+  assert.equal(korean.filename, "noori-press-release-2018.hwp");
+  assert.ok(korean.text.includes("한국형발사체"), "the Korean word is shown whole");
+  await page.screenshot({ path: path.join(OUTPUT, "search-korean-hwp.png"), fullPage: true });
+});
+
 test("each view is usable at 360 px and 1280 px, and screenshots are saved", async () => {
   const views = ["documents", "search", "jobs", "schedules"];
   const brokenLink = await page.evaluate(() => {

@@ -39,6 +39,25 @@ pub enum Package {
 }
 
 impl Package {
+    /// Every package kind.
+    pub const ALL: [Package; 8] = [
+        Package::Docx,
+        Package::Pptx,
+        Package::Xlsx,
+        Package::Odt,
+        Package::Odp,
+        Package::Ods,
+        Package::Epub,
+        Package::Hwpx,
+    ];
+
+    /// The package kind whose name is `name` (as [`super::formats::named`] gives it).
+    pub fn by_name(name: &str) -> Option<Package> {
+        Package::ALL
+            .into_iter()
+            .find(|package| package.name() == name)
+    }
+
     /// The format as a person knows it.
     pub fn name(self) -> &'static str {
         match self {
