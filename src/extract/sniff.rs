@@ -183,12 +183,7 @@ fn ole_kind(bytes: &[u8]) -> Result<Sniffed, ExtractError> {
                 content_type: kind.content_type(),
             })
         }
-        // The reader's refusal is the message; it reads no stream for these kinds.
-        _ => Err(ole::extract_ole(bytes)
-            .err()
-            .unwrap_or(ExtractError::Unsupported {
-                detected: "OLE compound file",
-            })),
+        refused => Err(ole::refusal(refused)),
     }
 }
 

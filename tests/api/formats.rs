@@ -210,6 +210,27 @@ async fn hostile_containers_fail_readably_and_the_next_document_goes_through(poo
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn a_legacy_word_file_is_refused_at_upload_saying_what_to_do(pool: PgPool) {
+    let api = TestApp::builder(pool.clone()).spawn().await;
+    let (status, body) = api
+        .upload(&[(
+            "lattice.doc",
+            fixture("office/anl-linac-lattice-govdocs.doc"),
+        )])
+        .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    let error = &body["results"][0]["error"];
+    assert_eq!(error["code"], "legacy_format", "{body}");
+    let message = error["message"].as_str().unwrap_or("");
+    assert!(message.contains("save it as .docx"), "{message}");
+    let stored: i64 = sqlx::query_scalar("select count(*) from documents")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 0, "nothing is stored");
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn info_lists_the_formats_read(pool: PgPool) {
     let api = TestApp::builder(pool).spawn().await;
     let info: Value = api

@@ -115,11 +115,13 @@ pub async fn run(corpus: &Path, venv: &Path, timeout: Duration) -> anyhow::Resul
         entry.ours_secs += ours_time.as_secs_f64();
         entry.ours_ok += usize::from(ours.is_ok());
         let mut agreement = None;
-        if let Some((text, elapsed)) = &reference {
+        // A reference that failed (not installed, or refusing the file) says nothing about its
+        // speed: only the runs that gave text count.
+        if let Some((Some(text), elapsed)) = &reference {
             entry.reference_secs += elapsed.as_secs_f64();
             entry.reference_files += 1;
             entry.reference_bytes += bytes.len() as u64;
-            if let (Ok(ours), Some(text)) = (&ours, text) {
+            if let Ok(ours) = &ours {
                 let value = trigram_dice(ours, text);
                 entry.agreements.push(value);
                 agreement = Some(value);

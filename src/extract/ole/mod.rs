@@ -113,20 +113,29 @@ pub fn extract_ole(bytes: &[u8]) -> Result<Vec<Section>, ExtractError> {
     match kind_of(&file) {
         OleKind::Hwp => hwp::extract(&mut file, &mut Budget::default()),
         OleKind::Excel97 => xls::extract(bytes),
-        OleKind::EncryptedOffice => Err(ExtractError::Encrypted {
-            format: OleKind::EncryptedOffice.name(),
-        }),
-        OleKind::Word97 => Err(ExtractError::LegacyFormat {
-            format: OleKind::Word97.name(),
+        refused => Err(refusal(refused)),
+    }
+}
+
+/// Why a compound file of `kind` is not read: encrypted, legacy with what to do instead, or not
+/// a document. Sniffing refuses with it at upload without opening the file again; for the
+/// kinds docket reads (HWP, `.xls`) it is only the generic refusal, and never asked.
+pub fn refusal(kind: OleKind) -> ExtractError {
+    match kind {
+        OleKind::EncryptedOffice => ExtractError::Encrypted {
+            format: kind.name(),
+        },
+        OleKind::Word97 => ExtractError::LegacyFormat {
+            format: kind.name(),
             advice: "open it in Word or LibreOffice and save it as .docx",
-        }),
-        OleKind::PowerPoint97 => Err(ExtractError::LegacyFormat {
-            format: OleKind::PowerPoint97.name(),
+        },
+        OleKind::PowerPoint97 => ExtractError::LegacyFormat {
+            format: kind.name(),
             advice: "open it in PowerPoint or LibreOffice and save it as .pptx",
-        }),
-        OleKind::Other => Err(ExtractError::Unsupported {
-            detected: OleKind::Other.content_type(),
-        }),
+        },
+        OleKind::Hwp | OleKind::Excel97 | OleKind::Other => ExtractError::Unsupported {
+            detected: kind.content_type(),
+        },
     }
 }
 
