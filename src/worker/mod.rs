@@ -90,13 +90,20 @@ impl WorkerConfig {
 pub(crate) struct Shared {
     /// Settles the jobs it kills with the registry's table (unless it came with a hook).
     pub queue: Queue,
-    /// The registered kinds: their retry policies.
+    /// The registered kinds: their concurrency and retry policies.
     pub kinds: Kinds,
     pub config: WorkerConfig,
     pub inflight: Inflight,
     /// Cancelled when shutdown's grace period is over: executors stop their handlers and hand
     /// the jobs back.
     pub hand_back: CancellationToken,
+}
+
+impl Shared {
+    /// How many jobs of `kind` this process runs at once (its slots).
+    fn concurrency(&self, kind: &str) -> usize {
+        self.kinds.concurrency(kind).unwrap_or(1)
+    }
 }
 
 /// A worker: a queue, the handlers it runs, and how.
@@ -204,8 +211,9 @@ impl Worker {
         loop {
             let mut ran = 0;
             for (kind, config) in &self.registry.kinds {
-                let slots = Slots::new(config.concurrency);
-                let taken = slots.take_free(config.concurrency);
+                let concurrency = self.shared.concurrency(kind);
+                let slots = Slots::new(concurrency);
+                let taken = slots.take_free(concurrency);
                 let filter = config
                     .claim_filter()
                     .await

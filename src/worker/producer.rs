@@ -34,7 +34,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 impl Producer {
     /// Runs until `stop`; jobs already handed out keep running on `tasks`.
     pub async fn run(self, stop: CancellationToken) {
-        let slots = Slots::new(self.config.concurrency);
+        let slots = Slots::new(self.shared.concurrency(&self.kind));
         let batch = self.shared.config.claim_batch.max(1);
         let mut backoff = FIRST_BACKOFF;
         loop {

@@ -23,12 +23,11 @@ pub(crate) type HandlerFn = dyn Fn(Job) -> BoxFuture<Result<Outcome, JobError>> 
 pub(crate) type ClaimFilterFn =
     dyn Fn() -> BoxFuture<Result<Option<PayloadFilter>, anyhow::Error>> + Send + Sync;
 
-/// One job kind's handler and limits.
+/// One job kind's handler and claim filter; its concurrency lives in the registry's [`Kinds`]
+/// table, with the rest of what the kind is.
 #[derive(Clone)]
 pub(crate) struct KindConfig {
     pub handler: Arc<HandlerFn>,
-    /// At most this many jobs of the kind are claimed (and run) at once in this process.
-    pub concurrency: usize,
     /// Which jobs of the kind to leave to other processes.
     pub filter: Option<Arc<ClaimFilterFn>>,
 }
@@ -63,16 +62,8 @@ impl Registry {
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Outcome, JobError>> + Send + 'static,
     {
-        let handler: Arc<HandlerFn> = Arc::new(move |job| Box::pin(handler(job)));
         self.table.add_untyped(kind, concurrency);
-        self.kinds.insert(
-            kind.to_owned(),
-            KindConfig {
-                handler,
-                concurrency: concurrency.max(1),
-                filter: None,
-            },
-        );
+        self.insert_handler(kind, handler);
         self
     }
 
@@ -80,15 +71,30 @@ impl Registry {
     /// job's payload decoded as `K` (a payload that does not decode fails its job for good
     /// without running it, as [`Job::payload`] does); `K`'s end hook settles its jobs that die.
     pub fn add<K: JobKind>(&mut self, context: Arc<K::Context>) -> &mut Self {
-        self.register(K::KIND, K::CONCURRENCY, move |job: Job| {
+        self.table.add::<K>();
+        self.insert_handler(K::KIND, move |job: Job| {
             let context = context.clone();
             async move {
                 let payload: K = job.payload()?;
                 K::run(context, job, payload).await
             }
         });
-        self.table.add::<K>();
         self
+    }
+
+    fn insert_handler<F, Fut>(&mut self, kind: &str, handler: F)
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Outcome, JobError>> + Send + 'static,
+    {
+        let handler: Arc<HandlerFn> = Arc::new(move |job| Box::pin(handler(job)));
+        self.kinds.insert(
+            kind.to_owned(),
+            KindConfig {
+                handler,
+                filter: None,
+            },
+        );
     }
 
     /// A view of this registry that takes a module's kinds with their handlers, each run with
@@ -103,9 +109,6 @@ impl Registry {
     /// Runs at most `concurrency` jobs of `kind` at once (a setting over the kind's default);
     /// `kind` must be registered first.
     pub fn set_concurrency(&mut self, kind: &str, concurrency: usize) -> &mut Self {
-        if let Some(config) = self.kinds.get_mut(kind) {
-            config.concurrency = concurrency.max(1);
-        }
         self.table.set_concurrency(kind, concurrency);
         self
     }
@@ -142,7 +145,7 @@ impl Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
-            .entries(self.kinds.iter().map(|(k, c)| (k, c.concurrency)))
+            .entries(self.kinds().map(|k| (k, self.table.concurrency(k))))
             .finish()
     }
 }
