@@ -2,7 +2,11 @@
 //!
 //! An upload writes the document, its bytes and its first job in one transaction
 //! ([`create_with_first_job`]): either all three exist or none. Identical bytes are one
-//! document (`sha256` is unique), so an upload of known bytes returns the existing row.
+//! document per collection (`(collection_id, sha256)` is unique), so an upload of known bytes
+//! into the same collection returns the existing row.
+//!
+//! Every read that answers a request takes the request's [`Reach`] and filters by it in its own
+//! statement: a document outside it is exactly as absent as a missing id.
 //!
 //! This module is the only writer of a document's row. Its lifecycle is `uploaded` →
 //! `extracting` → `embedding` → `ready`, or `failed` when a step fails for good; a reprocess
@@ -18,6 +22,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 
+use crate::collections::{CollectionId, Reach};
 use crate::queue::{self, NewJob, QueueError};
 
 /// A document's identity.
@@ -74,6 +79,10 @@ impl DocumentStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct Document {
     pub id: DocumentId,
+    /// The name of the collection it belongs to.
+    pub collection: String,
+    #[serde(skip)]
+    pub collection_id: CollectionId,
     pub filename: String,
     pub content_type: String,
     pub byte_size: i64,
@@ -103,7 +112,11 @@ macro_rules! documents_query {
         sqlx::query_as!(
             Document,
             $head
-                + r#" id as "id: DocumentId", filename, content_type, byte_size, sha256,
+                + r#" id as "id: DocumentId",
+                      (select c.name from collections c where c.id = documents.collection_id)
+                          as "collection!",
+                      collection_id as "collection_id: CollectionId",
+                      filename, content_type, byte_size, sha256,
                       status as "status: DocumentStatus", error, extractor, page_count,
                       progress, extract_note, created_at, updated_at "#
                 + $tail
@@ -114,6 +127,7 @@ macro_rules! documents_query {
 
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {
+    pub collection: CollectionId,
     pub filename: &'a str,
     pub content_type: &'a str,
     pub bytes: &'a [u8],
@@ -137,11 +151,12 @@ pub async fn create_with_first_job(
     let byte_size = i64::try_from(upload.bytes.len()).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await?;
     let inserted = documents_query!(
-        "insert into documents (filename, content_type, byte_size, sha256)
-         values ($1, $2, $3, $4)
-         on conflict (sha256) do nothing
+        "insert into documents (collection_id, filename, content_type, byte_size, sha256)
+         values ($1, $2, $3, $4, $5)
+         on conflict (collection_id, sha256) do nothing
          returning",
         "",
+        upload.collection.0,
         upload.filename,
         upload.content_type,
         byte_size,
@@ -151,9 +166,14 @@ pub async fn create_with_first_job(
     .await?;
     let Some(document) = inserted else {
         tx.rollback().await?;
-        let existing = documents_query!("select", "from documents where sha256 = $1", &sha256)
-            .fetch_one(pool)
-            .await?;
+        let existing = documents_query!(
+            "select",
+            "from documents where collection_id = $1 and sha256 = $2",
+            upload.collection.0,
+            &sha256
+        )
+        .fetch_one(pool)
+        .await?;
         return Ok(Stored {
             document: existing,
             duplicate: true,
@@ -175,7 +195,23 @@ pub async fn create_with_first_job(
     })
 }
 
-/// One document.
+/// One document, when it is within `reach`.
+pub async fn get_within(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+    reach: &Reach,
+) -> Result<Option<Document>, sqlx::Error> {
+    documents_query!(
+        "select",
+        "from documents where id = $1 and ($2::bigint[] is null or collection_id = any($2))",
+        id.0,
+        reach.ids(),
+    )
+    .fetch_optional(executor)
+    .await
+}
+
+/// One document, wherever it is (for the pipeline's own steps, never for a request).
 pub async fn get(
     executor: impl PgExecutor<'_>,
     id: DocumentId,
@@ -185,9 +221,10 @@ pub async fn get(
         .await
 }
 
-/// A page of documents, newest first, keyset-paginated by id.
+/// A page of the documents within `reach`, newest first, keyset-paginated by id.
 pub async fn list(
     pool: &PgPool,
+    reach: &Reach,
     status: Option<DocumentStatus>,
     before: Option<DocumentId>,
     limit: i64,
@@ -197,11 +234,13 @@ pub async fn list(
         "from documents
          where ($1::text is null or status = $1)
            and ($2::bigint is null or id < $2)
+           and ($4::bigint[] is null or collection_id = any($4))
          order by id desc
          limit $3",
         status.map(DocumentStatus::as_str),
         before.map(|id| id.0),
         limit,
+        reach.ids(),
     )
     .fetch_all(pool)
     .await

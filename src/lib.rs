@@ -21,6 +21,8 @@
 //! | [`worker`] | the pool: claims within free capacity, heartbeats leases, runs handlers, shuts down gracefully |
 //! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
+//! | [`collections`] | the spaces documents live in, and a request's [`collections::Reach`]: the collection ids every query filters by |
+//! | [`access`] | a caller's role and collections, and the API tokens (stored as hashes) |
 //! | [`documents`] | the document lifecycle, the only writer of `documents.status`; an upload, its bytes and its first job commit together |
 //! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`maintenance`] | the rescuer (expired leases), retention (old finished jobs) and keyword indexing left behind, in every process |
@@ -47,10 +49,12 @@
 //! - **Transactional enqueue.** A job commits with the rows that caused it, or not at all.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod analysis;
 pub mod app;
 pub mod chunk;
 pub mod cli;
+pub mod collections;
 pub mod config;
 pub mod db;
 pub mod documents;

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use crate::config::{DatabaseConfig, ServeConfig, WorkerConfigArgs};
 use crate::queue::Queue;
 
+mod access;
 mod jobs;
 mod models;
 mod schedule;
@@ -62,6 +63,20 @@ enum Command {
         database: DatabaseConfig,
         #[command(subcommand)]
         command: ModelsCommand,
+    },
+    /// API tokens with roles: create (the secret is printed once), list, revoke.
+    Tokens {
+        #[command(flatten)]
+        database: DatabaseConfig,
+        #[command(subcommand)]
+        command: access::TokensCommand,
+    },
+    /// Collections: list (with usage), create, delete (with their documents).
+    Collections {
+        #[command(flatten)]
+        database: DatabaseConfig,
+        #[command(subcommand)]
+        command: access::CollectionsCommand,
     },
     /// Upload files and folders through the HTTP API, with a progress bar and a summary.
     #[command(after_help = crate::ingest::EXIT_STATUS_HELP)]
@@ -181,6 +196,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Models { database, command } => {
             let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
             models::run(&pool, command).await
+        }
+        Command::Tokens { database, command } => {
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
+            access::tokens(&pool, command).await
+        }
+        Command::Collections { database, command } => {
+            let pool = crate::db::connect(&database.database_url, database.db_pool).await?;
+            access::collections(&pool, command).await
         }
         Command::Search(args) => search::run(args).await,
         Command::Bench { args } => Err(run_bench(args)),

@@ -19,6 +19,9 @@ pub(super) struct SearchArgs {
     /// Only this document.
     #[arg(long)]
     document: Option<i64>,
+    /// Only this collection (repeatable); every collection when absent.
+    #[arg(long = "collection", value_name = "NAME")]
+    collections: Vec<String>,
     /// Search this model version instead of the active one.
     #[arg(long)]
     model_version: Option<String>,
@@ -42,6 +45,10 @@ pub(super) async fn run(args: SearchArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect(&args.database.database_url, args.database.db_pool).await?;
     let embedder = crate::app::EmbedderChoice::of(&args.pipeline).embedder(&args.pipeline)?;
     let model = crate::models::ModelVersion::of(&embedder, &args.pipeline.chunking());
+    // The operator's command line reaches every collection.
+    let collections = crate::access::Access::admin()
+        .reach(&pool, &args.collections)
+        .await?;
     let searcher = Searcher::new(pool, embedder, model);
     let results = searcher
         .search(&SearchRequest {
@@ -49,6 +56,7 @@ pub(super) async fn run(args: SearchArgs) -> anyhow::Result<()> {
             k: args.k,
             mode,
             document: args.document.map(crate::documents::DocumentId),
+            collections,
             model_version: args.model_version,
             group: false,
         })

@@ -8,8 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
+use crate::access::Access;
 use crate::documents::{self, Document, DocumentId, DocumentStatus, EmbeddingSet};
 use crate::pipeline;
 use crate::queue::by_payload::{self, NamedJob};
@@ -19,6 +21,9 @@ use crate::queue::by_payload::{self, NamedJob};
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     status: Option<String>,
+    /// Only these collections (repeatable); none: every collection the caller may read.
+    #[serde(default)]
+    collection: Vec<String>,
     before: Option<i64>,
     limit: Option<i64>,
 }
@@ -47,6 +52,7 @@ pub struct DocumentDetail {
 /// `GET /api/documents`: newest first, `next` is the cursor of the following page.
 pub async fn list(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<DocumentPage>, ApiError> {
     let status = match query.status.as_deref() {
@@ -60,7 +66,8 @@ pub async fn list(
     };
     let limit = page_limit(query.limit)?;
     let before = query.before.map(DocumentId);
-    let documents = documents::list(&state.pool, status, before, limit).await?;
+    let reach = access.reach(&state.pool, &query.collection).await?;
+    let documents = documents::list(&state.pool, &reach, status, before, limit).await?;
     let next = next_cursor(documents.iter().map(|d| d.id.0), limit);
     Ok(Json(DocumentPage { documents, next }))
 }
@@ -69,9 +76,10 @@ pub async fn list(
 /// (every job whose payload names it, with its error history).
 pub async fn get(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Path(id): Path<i64>,
 ) -> Result<Json<DocumentDetail>, ApiError> {
-    let document = find(&state, DocumentId(id)).await?;
+    let document = find(&state, &access, DocumentId(id)).await?;
     Ok(Json(DocumentDetail {
         chunk_count: documents::chunk_count(&state.pool, document.id).await?,
         embedding_sets: documents::embedding_sets(&state.pool, document.id).await?,
@@ -84,9 +92,10 @@ pub async fn get(
 /// uploaded HTML page never renders on our origin.
 pub async fn file(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
-    let document = find(&state, DocumentId(id)).await?;
+    let document = find(&state, &access, DocumentId(id)).await?;
     let bytes = documents::bytes(&state.pool, DocumentId(id))
         .await?
         .ok_or_else(|| not_found(id))?;
@@ -136,8 +145,16 @@ fn content_disposition(filename: &str) -> String {
 /// jobs are cancelled.
 pub async fn delete(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
+    writable(
+        &state,
+        &access,
+        DocumentId(id),
+        "delete documents in this collection",
+    )
+    .await?;
     if pipeline::delete_document(&state.pool, DocumentId(id)).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -148,19 +165,44 @@ pub async fn delete(
 /// `POST /api/documents/{id}/reprocess`: extract and embed again from the original bytes.
 pub async fn reprocess(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Path(id): Path<i64>,
 ) -> Result<(StatusCode, Json<Document>), ApiError> {
     let id = DocumentId(id);
+    writable(
+        &state,
+        &access,
+        id,
+        "reprocess documents in this collection",
+    )
+    .await?;
     if !pipeline::reprocess(&state.pool, id).await? {
         return Err(not_found(id.0));
     }
-    Ok((StatusCode::ACCEPTED, Json(find(&state, id).await?)))
+    Ok((StatusCode::ACCEPTED, Json(find(&state, &access, id).await?)))
 }
 
-async fn find(state: &AppState, id: DocumentId) -> Result<Document, ApiError> {
-    documents::get(&state.pool, id)
+/// The document, when the caller may read it: 404 otherwise, exactly as for a missing id.
+async fn find(state: &AppState, access: &Access, id: DocumentId) -> Result<Document, ApiError> {
+    let reach = access.reach(&state.pool, &[]).await?;
+    documents::get_within(&state.pool, id, &reach)
         .await?
         .ok_or_else(|| not_found(id.0))
+}
+
+/// The document, when the caller may change it: 404 when it may not even read it, 403 when it
+/// may read but not write it.
+async fn writable(
+    state: &AppState,
+    access: &Access,
+    id: DocumentId,
+    what: &str,
+) -> Result<Document, ApiError> {
+    let document = find(state, access, id).await?;
+    if !access.can_write(document.collection_id) {
+        return Err(ApiError::forbidden(what));
+    }
+    Ok(document)
 }
 
 fn not_found(id: i64) -> ApiError {

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 pub use code::Code;
 
+use crate::collections::CollectionError;
 use crate::extract::ExtractError;
 use crate::models::ModelError;
 use crate::queue::QueueError;
@@ -64,6 +65,11 @@ impl ApiError {
     /// 401: a missing or wrong bearer token.
     pub fn unauthorized() -> Self {
         ApiError::new(Code::Unauthorized, "a valid bearer token is required")
+    }
+
+    /// 403: the caller's role or reach does not allow this.
+    pub fn forbidden(what: &str) -> Self {
+        ApiError::new(Code::Forbidden, format!("this token may not {what}"))
     }
 
     pub fn code(&self) -> Code {
@@ -176,6 +182,20 @@ impl From<ScheduleError> for ApiError {
             ScheduleError::Exists(_) => Code::ScheduleExists,
             ScheduleError::Invalid(_) => Code::InvalidSchedule,
             ScheduleError::PgCronUnavailable(_) => Code::PgCronUnavailable,
+        };
+        ApiError::new(code, err.to_string())
+    }
+}
+
+impl From<CollectionError> for ApiError {
+    fn from(err: CollectionError) -> Self {
+        let code = match err {
+            CollectionError::Database(err) => return err.into(),
+            CollectionError::Queue(err) => return err.into(),
+            CollectionError::NotFound(_) => Code::CollectionNotFound,
+            CollectionError::InvalidName(_) => Code::InvalidCollection,
+            CollectionError::Exists(_) => Code::CollectionExists,
+            CollectionError::DefaultKept => Code::DefaultCollectionKept,
         };
         ApiError::new(code, err.to_string())
     }

@@ -11,9 +11,10 @@
 //! channel, a `resync` event tells clients to refetch everything. Keep-alive comments keep proxies
 //! from closing an idle stream; EventSource reconnects by itself and the page refetches then.
 //!
-//! EventSource cannot send an `Authorization` header, so when the API requires a token this
-//! route also accepts it as the `access_token` query parameter (compared in constant time).
-//! That is why it is routed beside `/api`, not inside it.
+//! EventSource cannot send an `Authorization` header, so this route also accepts the token as
+//! the `access_token` query parameter; that is why it is routed beside `/api`, not inside it.
+//! Each stream forwards only what its caller may read: document changes of the collections in
+//! its reach (the trigger names the collection), job changes to admins only.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -22,12 +23,12 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use subtle::ConstantTimeEq;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::collections::{CollectionId, Reach};
 use crate::listen::Listened;
 
 /// The NOTIFY channel the triggers send on.
@@ -119,33 +120,76 @@ pub async fn stream(
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    if let Some(expected) = state.api_token.as_deref() {
-        let from_header = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        let from_query = query.as_ref().ok().and_then(|q| q.0.access_token.clone());
-        let given = from_header.map(str::to_owned).or(from_query);
-        let given = given.unwrap_or_default();
-        if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
-            return Err(ApiError::unauthorized());
-        }
-    }
+    let from_query = query.as_ref().ok().and_then(|q| q.0.access_token.clone());
+    let given = super::auth::bearer(&headers)
+        .map(str::to_owned)
+        .or(from_query);
+    let access = super::auth::resolve(&state, given.as_deref()).await?;
+    let reach = access.reach(&state.pool, &[]).await?;
+    let admin = access.is_admin();
     let receiver = state.events.subscribe();
     let hello = futures::stream::once(async { Ok(Event::default().event("hello").data("{}")) });
-    let changes = futures::stream::unfold(receiver, |mut receiver| async move {
-        let event = match receiver.recv().await {
-            Ok(Change::Notified(json)) => Event::default().event("change").data(json),
-            Ok(Change::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                Event::default().event("resync").data("{}")
-            }
-            Err(broadcast::error::RecvError::Closed) => return None,
-        };
-        Some((Ok(event), receiver))
-    });
+    let changes = futures::stream::unfold(
+        (receiver, reach, admin),
+        |(mut receiver, reach, admin)| async move {
+            let event = loop {
+                match receiver.recv().await {
+                    Ok(Change::Notified(json)) if visible(&json, admin, &reach) => {
+                        break Event::default().event("change").data(json);
+                    }
+                    Ok(Change::Notified(_)) => continue,
+                    Ok(Change::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        break Event::default().event("resync").data("{}");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            };
+            Some((Ok(event), (receiver, reach, admin)))
+        },
+    );
     let stream = futures::StreamExt::take_until(
         futures::StreamExt::chain(hello, changes),
         state.events.stop.clone().cancelled_owned(),
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}
+
+/// Whether a caller with `reach` (an admin when `admin`) may see the change `json`: a document's
+/// when its collection is within reach, a job's only for an admin (jobs are an admin's view).
+/// A payload that does not parse is nobody's.
+fn visible(json: &str, admin: bool, reach: &Reach) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Notified {
+        #[serde(rename = "type")]
+        kind: String,
+        collection: Option<i64>,
+    }
+    match serde_json::from_str::<Notified>(json) {
+        Ok(n) if n.kind == "document" => n
+            .collection
+            .is_some_and(|c| reach.contains(CollectionId(c))),
+        Ok(_) => admin,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_sees_its_collections_documents_and_no_jobs() {
+        let reach = Reach::only([CollectionId(2)]);
+        let doc = |c: i64| {
+            format!(
+                r#"{{"type":"document","op":"update","id":5,"status":"ready","collection":{c}}}"#
+            )
+        };
+        assert!(visible(&doc(2), false, &reach));
+        assert!(!visible(&doc(3), false, &reach));
+        let job = r#"{"type":"job","id":1,"kind":"extract","status":"ready","document_id":5}"#;
+        assert!(!visible(job, false, &reach));
+        assert!(visible(job, true, &Reach::everything()));
+        assert!(!visible("not json", true, &Reach::everything()));
+    }
 }

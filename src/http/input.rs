@@ -1,7 +1,7 @@
 //! Request extractors that answer malformed input with our JSON error format (400 and a
 //! message saying what was wrong) instead of axum's plain-text rejections.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::StatusCode;
 
@@ -17,10 +17,27 @@ pub struct Json<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct Path<T>(pub T);
 
-/// `axum::extract::Query` with our errors.
-#[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
+/// A query string with our errors. Parsed by `serde_html_form`, so a repeated key
+/// (`?collection=a&collection=b`) fills a `Vec` field.
+#[derive(Debug)]
 pub struct Query<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        serde_html_form::from_str(query).map(Query).map_err(|err| {
+            ApiError::new(
+                Code::InvalidQuery,
+                format!("Failed to deserialize query string: {err}"),
+            )
+        })
+    }
+}
 
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
@@ -40,12 +57,6 @@ impl From<JsonRejection> for ApiError {
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
         ApiError::new(Code::InvalidPath, rejection.body_text())
-    }
-}
-
-impl From<QueryRejection> for ApiError {
-    fn from(rejection: QueryRejection) -> Self {
-        ApiError::new(Code::InvalidQuery, rejection.body_text())
     }
 }
 

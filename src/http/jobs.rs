@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::AppState;
+use super::auth::Admin;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
@@ -35,6 +36,7 @@ pub struct JobPage {
 /// `GET /api/jobs`: newest first; `next` is the cursor for the following page.
 pub async fn list(
     State(state): State<AppState>,
+    _: Admin,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<JobPage>, ApiError> {
     let status = query
@@ -60,6 +62,7 @@ pub async fn list(
 /// `GET /api/jobs/{id}`.
 pub async fn get(
     State(state): State<AppState>,
+    _: Admin,
     Path(id): Path<i64>,
 ) -> Result<Json<JobRecord>, ApiError> {
     Ok(Json(state.queue.get(JobId(id)).await?))
@@ -82,6 +85,7 @@ pub struct EnqueueBody {
 /// the idempotency key named an existing job (which comes back).
 pub async fn enqueue(
     State(state): State<AppState>,
+    _: Admin,
     Json(body): Json<EnqueueBody>,
 ) -> Result<(StatusCode, Json<JobRecord>), ApiError> {
     check_kind(&state, &body.kind)?;
@@ -130,6 +134,7 @@ pub fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
 /// `POST /api/jobs/{id}/retry`: a dead or cancelled job back to ready.
 pub async fn retry(
     State(state): State<AppState>,
+    _: Admin,
     Path(id): Path<i64>,
 ) -> Result<Json<JobRecord>, ApiError> {
     Ok(Json(state.queue.retry_dead(JobId(id)).await?))
@@ -138,12 +143,13 @@ pub async fn retry(
 /// `POST /api/jobs/{id}/cancel`: a ready or running job to cancelled.
 pub async fn cancel(
     State(state): State<AppState>,
+    _: Admin,
     Path(id): Path<i64>,
 ) -> Result<Json<JobRecord>, ApiError> {
     Ok(Json(state.queue.cancel(JobId(id)).await?))
 }
 
 /// `GET /api/queue/stats`.
-pub async fn stats(State(state): State<AppState>) -> Result<Json<QueueStats>, ApiError> {
+pub async fn stats(State(state): State<AppState>, _: Admin) -> Result<Json<QueueStats>, ApiError> {
     Ok(Json(state.queue.stats().await?))
 }

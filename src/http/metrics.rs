@@ -1,8 +1,8 @@
 //! `/metrics`: this process's counters and the database's gauges in the Prometheus text format.
 //!
 //! Outside `/api`, so a scraper can be given its own token (`DOCKET_METRICS_TOKEN`) instead of
-//! the API's. Open on loopback; off loopback it requires that token, or the API token when no
-//! scraper token is set. The gauges come from a cache read at most once every few seconds
+//! the API's. Open on loopback while no token exists; off loopback it requires that token, or
+//! an admin's (the API token among them); once tokens exist, loopback needs one of those too. The gauges come from a cache read at most once every few seconds
 //! ([`crate::metrics::GaugeCache`]), so scrapes, however many and however often, never queue
 //! whole-table aggregates on the pool the API and workers share.
 
@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 
 use super::AppState;
-use super::auth::bearer_is;
+use super::auth::{bearer, bearer_is, resolve};
 use super::error::ApiError;
 
 /// `GET /metrics`.
@@ -19,10 +19,16 @@ pub async fn metrics(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
-    if let Some(expected) = state.guard.metrics_token.as_deref() {
-        let api_token = state.api_token.as_deref();
-        if !bearer_is(&headers, expected) && !api_token.is_some_and(|t| bearer_is(&headers, t)) {
+    let scraper = state.guard.metrics_token.as_deref();
+    if !scraper.is_some_and(|t| bearer_is(&headers, t)) {
+        // Otherwise an admin's token, or nobody's while the single-user mode lasts (and no
+        // scraper token is required).
+        let given = bearer(&headers);
+        if scraper.is_some() && given.is_none() {
             return Err(ApiError::unauthorized());
+        }
+        if !resolve(&state, given).await?.is_admin() {
+            return Err(ApiError::forbidden("read metrics: it needs an admin token"));
         }
     }
     let snapshot = state.guard.gauges.get(&state.pool).await?;

@@ -1,12 +1,13 @@
 //! The HTTP surface: the JSON API under `/api`, health probes, and the static page.
 //!
 //! [`router`] builds everything from an [`AppState`], so tests call it on a listener bound to
-//! port 0; [`serve`] runs it until a shutdown future resolves. `/api` requires the bearer token
-//! when one is configured; health and the page stay open, `/metrics` needs a token off loopback. Every route, whatever its
+//! port 0; [`serve`] runs it until a shutdown future resolves. Every `/api` request first
+//! becomes a caller ([`auth`]: its role and collections); health and the page stay open. Every route, whatever its
 //! token, first passes the [`guard`]: a foreign `Host` or a state-changing request from another
 //! web origin is refused, so a page the operator happens to visit cannot drive docket.
 
 mod auth;
+mod collections;
 mod documents;
 pub mod error;
 pub mod events;
@@ -107,6 +108,14 @@ pub fn router(state: AppState) -> Router {
         .route("/schedules/{name}/run-now", post(schedules::run_now))
         .route("/models", get(models::list).post(models::add))
         .route("/models/{version}/activate", post(models::activate))
+        .route(
+            "/collections",
+            get(collections::list).post(collections::create),
+        )
+        .route(
+            "/collections/{name}",
+            axum::routing::delete(collections::delete),
+        )
         .route("/search", get(search::search))
         .route("/info", get(search::info))
         .fallback(api_not_found)
@@ -117,7 +126,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            auth::require_token,
+            auth::identify,
         ));
     Router::new()
         .route("/", get(page::index))

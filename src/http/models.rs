@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::AppState;
+use super::auth::Admin;
 use super::error::ApiError;
 use super::input::{Json, Path};
 use crate::models::{self, ModelVersion, ModelVersionStatus, NewModelVersion};
@@ -32,7 +33,7 @@ pub struct ActivatedModel {
 
 /// `GET /api/models`: every version with `active`, `documents_complete`, `documents_total`
 /// and `documents_searchable` (the progress of a switch).
-pub async fn list(State(state): State<AppState>) -> Result<Json<ModelList>, ApiError> {
+pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<ModelList>, ApiError> {
     Ok(Json(ModelList {
         models: models::list(&state.pool).await?,
     }))
@@ -41,6 +42,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<ModelList>, ApiE
 /// `POST /api/models`: registers a version; 201 when new, 200 when it existed.
 pub async fn add(
     State(state): State<AppState>,
+    _: Admin,
     Json(body): Json<NewModelVersion>,
 ) -> Result<(StatusCode, Json<AddedModel>), ApiError> {
     let name = body.version()?.model_version;
@@ -57,6 +59,7 @@ pub async fn add(
 /// `POST /api/models/{version}/activate`: makes it the active version.
 pub async fn activate(
     State(state): State<AppState>,
+    _: Admin,
     Path(version): Path<String>,
 ) -> Result<Json<ActivatedModel>, ApiError> {
     let model = models::switch_to(&state.pool, &version).await?;

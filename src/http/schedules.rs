@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::AppState;
+use super::auth::Admin;
 use super::error::ApiError;
 use super::input::{Json, Path};
 use super::jobs::check_kind;
@@ -42,7 +43,7 @@ async fn view(
 }
 
 /// `GET /api/schedules`.
-pub async fn list(State(state): State<AppState>) -> Result<Json<ScheduleList>, ApiError> {
+pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<ScheduleList>, ApiError> {
     let now = Utc::now();
     let mut views = Vec::new();
     for schedule in schedule::store::list(&state.pool).await? {
@@ -54,6 +55,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<ScheduleList>, A
 /// `POST /api/schedules`: 201 with the schedule; 409 when the name is taken.
 pub async fn create(
     State(state): State<AppState>,
+    _: Admin,
     Json(body): Json<NewSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleAnswer>), ApiError> {
     check_kind(&state, &body.kind)?;
@@ -68,6 +70,7 @@ pub async fn create(
 /// `GET /api/schedules/{name}`.
 pub async fn get(
     State(state): State<AppState>,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<ScheduleAnswer>, ApiError> {
     let schedule = schedule::store::get(&state.pool, &name).await?;
@@ -77,6 +80,7 @@ pub async fn get(
 /// `PATCH /api/schedules/{name}`: fields present are changed (enable/disable is `enabled`).
 pub async fn update(
     State(state): State<AppState>,
+    _: Admin,
     Path(name): Path<String>,
     Json(body): Json<ScheduleUpdate>,
 ) -> Result<Json<ScheduleAnswer>, ApiError> {
@@ -90,6 +94,7 @@ pub async fn update(
 /// `DELETE /api/schedules/{name}`: 204.
 pub async fn delete(
     State(state): State<AppState>,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     schedule::store::remove(&state.pool, &name).await?;
@@ -99,6 +104,7 @@ pub async fn delete(
 /// `POST /api/schedules/{name}/run-now`: 202 with the enqueued job's id.
 pub async fn run_now(
     State(state): State<AppState>,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<RunNow>), ApiError> {
     let enqueued = schedule::run_now(&state.pool, &name, Utc::now()).await?;

@@ -5,6 +5,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, Code};
 use super::input::{Json, Query};
 use crate::documents::DocumentId;
@@ -19,14 +20,18 @@ pub struct SearchQuery {
     k: Option<i64>,
     mode: Option<String>,
     document: Option<i64>,
+    /// Only these collections (repeatable); none: every collection the caller may read.
+    #[serde(default)]
+    collection: Vec<String>,
     model_version: Option<String>,
     /// `document` gathers the hits by document (`groups`); absent or empty, a flat list only.
     group: Option<String>,
 }
 
-/// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&model_version=…&group=document`.
+/// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&collection=…&model_version=…&group=document`.
 pub async fn search(
     State(state): State<AppState>,
+    Caller(access): Caller,
     Query(query): Query<SearchQuery>,
 ) -> Result<Json<SearchResults>, ApiError> {
     let mode = match query.mode.as_deref() {
@@ -48,11 +53,13 @@ pub async fn search(
             ));
         }
     };
+    let collections = access.reach(&state.pool, &query.collection).await?;
     let request = SearchRequest {
         query: query.q.unwrap_or_default(),
         k: query.k.unwrap_or(DEFAULT_K),
         mode,
         document: query.document.map(DocumentId),
+        collections,
         model_version: query.model_version.filter(|v| !v.is_empty()),
         group,
     };

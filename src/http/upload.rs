@@ -16,8 +16,12 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, Code, ErrorBody};
 use super::input::Json;
+use super::input::Query;
+use crate::access::{Access, Role};
+use crate::collections::{self, CollectionError, CollectionId};
 use crate::documents::{Document, NewDocument};
 use crate::extract;
 
@@ -65,11 +69,26 @@ struct Received {
     bytes: Option<Vec<u8>>,
 }
 
-/// `POST /api/documents`.
+/// Query of `POST /api/documents`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// The collection the files go into; `default` when absent.
+    collection: Option<String>,
+}
+
+/// `POST /api/documents?collection=NAME`.
 pub async fn upload(
     State(state): State<AppState>,
+    Caller(access): Caller,
+    Query(query): Query<UploadQuery>,
     multipart: Multipart,
 ) -> Result<(StatusCode, Json<UploadAnswer>), ApiError> {
+    let name = query
+        .collection
+        .as_deref()
+        .unwrap_or(collections::DEFAULT_NAME);
+    let collection = writable_collection(&state, &access, name).await?;
     // Waits its turn: the semaphore is never closed, so acquiring only fails if it were.
     let _slot = state
         .guard
@@ -81,7 +100,7 @@ pub async fn upload(
     let mut results = Vec::with_capacity(received.len());
     for part in received {
         results.push(match part.bytes {
-            Some(bytes) => store(&state, part.filename, &bytes).await,
+            Some(bytes) => store(&state, collection, part.filename, &bytes).await,
             None => UploadResult::refused(
                 part.filename,
                 ApiError::new(
@@ -104,6 +123,27 @@ pub async fn upload(
         StatusCode::OK
     };
     Ok((status, Json(UploadAnswer { results })))
+}
+
+/// The collection `name`, when the caller may upload into it. Refused before a byte is read:
+/// 403 for a collection outside the caller's writing reach whether or not it exists (so names
+/// cannot be probed); only a caller that reaches every collection learns that one is missing.
+async fn writable_collection(
+    state: &AppState,
+    access: &Access,
+    name: &str,
+) -> Result<CollectionId, ApiError> {
+    let refused = || ApiError::forbidden(&format!("upload into collection {name:?}"));
+    if access.role() < Role::Writer {
+        return Err(refused());
+    }
+    match collections::find(&state.pool, name).await? {
+        Some(id) if access.can_write(id) => Ok(id),
+        None if access.collections().is_none() => {
+            Err(CollectionError::NotFound(name.to_owned()).into())
+        }
+        _ => Err(refused()),
+    }
 }
 
 /// Reads every part, checking the request's limits before anything is stored.
@@ -172,7 +212,12 @@ fn filename_problem(filename: &str) -> Option<&'static str> {
 }
 
 /// Stores one file; every failure is this file's result, never the request's.
-async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult {
+async fn store(
+    state: &AppState,
+    collection: CollectionId,
+    filename: String,
+    bytes: &[u8],
+) -> UploadResult {
     if let Some(problem) = filename_problem(&filename) {
         return UploadResult::refused(filename, ApiError::new(Code::InvalidFilename, problem));
     }
@@ -183,6 +228,7 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
     let stored = crate::pipeline::create_with_extract_job(
         &state.pool,
         &NewDocument {
+            collection,
             filename: &filename,
             content_type: sniffed.content_type,
             bytes,

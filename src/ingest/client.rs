@@ -145,6 +145,15 @@ impl Uploader {
         })
     }
 
+    /// Uploads into the collection `name` (`default` when never called).
+    pub fn into_collection(mut self, name: &str) -> Self {
+        self.endpoint
+            .query_pairs_mut()
+            .clear()
+            .append_pair("collection", name);
+        self
+    }
+
     /// The upload endpoint, for messages.
     pub fn endpoint(&self) -> &str {
         self.endpoint.as_str()

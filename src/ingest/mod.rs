@@ -51,6 +51,10 @@ pub struct IngestArgs {
     #[arg(long, env = "DOCKET_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
 
+    /// The collection the files go into (the server's `default` when absent).
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
+
     /// Most files per upload request (at most 100, the server's bound).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=100))]
     pub batch_files: u16,
@@ -148,7 +152,12 @@ pub async fn run(args: IngestArgs) -> ExitCode {
         .clone()
         .filter(|t| !t.is_empty())
         .map(Secret::new);
-    let result = match Uploader::new(&args.url, token, progress.clone()) {
+    let uploader =
+        Uploader::new(&args.url, token, progress.clone()).map(|uploader| match &args.collection {
+            Some(name) => uploader.into_collection(name),
+            None => uploader,
+        });
+    let result = match uploader {
         Ok(uploader) => send_all(&uploader, &args, files, &mut summary, &progress).await,
         Err(err) => Err(err),
     };

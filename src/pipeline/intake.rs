@@ -62,6 +62,18 @@ pub async fn delete_document(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx
     Ok(deleted)
 }
 
+/// Deletes `ids` as [`delete_document`] does each, in one transaction (a collection's
+/// deletion, a batch at a time).
+pub(super) async fn delete_documents(pool: &PgPool, ids: &[i64]) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    for &id in ids {
+        let id = DocumentId(id);
+        documents::delete(&mut tx, id).await?;
+        cancel_pipeline_jobs(&mut tx, id, None, "the document's collection was deleted").await?;
+    }
+    tx.commit().await
+}
+
 /// Cancels the document's waiting and running jobs of every kind that works on a document
 /// (declared with `OWNER_KEY = DOCUMENT_KEY`), except `keep`, on `conn`, with `reason` as their
 /// last error, and settles them. Returns how many.

@@ -2,7 +2,8 @@
 //!
 //! `extract` (bytes → pages → chunks; via `ocr` when pages need OCR) then `embed` (chunks → vectors for one model version);
 //! `reembed` (run by the nightly schedule) enqueues `embed` for documents whose set under the
-//! active version is missing or incomplete.
+//! active version is missing or incomplete; `delete_collection` deletes a collection's
+//! documents a batch at a time, then the collection.
 //! Each step is a durable checkpoint: its output, the next step's job and its own completion
 //! commit in one transaction, fenced by the job's lease. A crash resumes from the last
 //! checkpoint: extraction reruns as a whole (it is one step), embedding resumes at the first
@@ -23,6 +24,7 @@
 //! the transaction that ends the job. Neither lets a job speak for a document that has moved on
 //! (a newer job of the step waits, or it is searchable already); see `settle`.
 
+mod collection;
 mod embed;
 mod extract;
 mod intake;
@@ -31,6 +33,7 @@ mod ocr;
 pub mod reembed;
 mod settle;
 
+pub use collection::{DeleteCollectionJob, delete_collection};
 pub use intake::{create_with_extract_job, delete_document, reprocess};
 pub use jobs::{DOCUMENT_KEY, EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
 
@@ -71,7 +74,8 @@ pub fn declare(kinds: &mut impl Declare<Pipeline>) {
         .kind::<ExtractJob>()
         .kind::<OcrJob>()
         .kind::<EmbedJob>()
-        .kind::<ReembedJob>();
+        .kind::<ReembedJob>()
+        .kind::<DeleteCollectionJob>();
 }
 
 /// The pipeline's kinds without their handlers: what a queue settles their ended jobs with,

@@ -26,6 +26,7 @@
 use serde::Serialize;
 use sqlx::PgPool;
 
+use crate::collections::Reach;
 use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
 use crate::models::ModelVersion;
@@ -92,6 +93,9 @@ pub struct SearchRequest {
     pub mode: Mode,
     /// Only chunks of this document.
     pub document: Option<DocumentId>,
+    /// Only chunks of documents in these collections: every list of every mode filters by it
+    /// in its own statement, so the top k are the best k the caller may see.
+    pub collections: Reach,
     /// Search vectors of this version; the active one when `None`.
     pub model_version: Option<String>,
     /// Also gather the hits by document ([`SearchResults::groups`]).

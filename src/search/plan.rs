@@ -20,7 +20,7 @@ const HYBRID_MIN_LIST: i64 = 40;
 
 /// How deep one search looks, from its request.
 #[derive(Debug, Clone, Copy)]
-struct Depths {
+struct Depths<'a> {
     /// Hits asked for.
     k: i64,
     /// Candidates one mode's list returns: `k`, or deeper for a grouped search so that `k`
@@ -28,17 +28,20 @@ struct Depths {
     depth: i64,
     /// Only this document's chunks.
     document: Option<i64>,
+    /// Only these collections' chunks (`None`: no filter).
+    collections: Option<&'a [i64]>,
     /// In a grouped search, at most this many keyword candidates of one document.
     per_document: Option<i64>,
 }
 
-impl Depths {
-    fn of(request: &SearchRequest) -> Self {
+impl<'a> Depths<'a> {
+    fn of(request: &'a SearchRequest) -> Self {
         let k = request.k;
         Self {
             k,
             depth: if request.group { k * GROUP_DEPTH } else { k },
             document: request.document.map(|d| d.0),
+            collections: request.collections.ids(),
             per_document: request.group.then_some(GROUP_HITS as i64),
         }
     }
@@ -125,17 +128,20 @@ impl Searcher {
         mode: Mode,
         query: &str,
         parsed: &Query,
-        depths: Depths,
+        depths: Depths<'_>,
         routes: &[Route],
     ) -> Result<Vec<Candidate>, SearchError> {
         match mode {
-            Mode::Vector => self.vectors(query, routes, depths.depth).await,
+            Mode::Vector => {
+                self.vectors(query, routes, depths.collections, depths.depth)
+                    .await
+            }
             Mode::Text => Ok(self.keywords(parsed, depths, depths.depth).await?),
             Mode::Hybrid => {
                 let list = depths.hybrid_list();
                 // The lists are independent: ask for both at once, on separate connections.
                 let (vectors, text) = tokio::join!(
-                    self.vectors(query, routes, list),
+                    self.vectors(query, routes, depths.collections, list),
                     self.keywords(parsed, depths, list)
                 );
                 Ok(rank::fuse(
@@ -152,18 +158,15 @@ impl Searcher {
     async fn keywords(
         &self,
         parsed: &Query,
-        depths: Depths,
+        depths: Depths<'_>,
         limit: i64,
     ) -> Result<Vec<Candidate>, sqlx::Error> {
-        text::rank(
-            &self.pool,
-            &self.stats,
-            parsed,
-            depths.document,
-            limit,
-            depths.per_document,
-        )
-        .await
+        let within = text::Within {
+            document: depths.document,
+            collections: depths.collections,
+            per_document: depths.per_document,
+        };
+        text::rank(&self.pool, &self.stats, parsed, within, limit).await
     }
 
     /// The first `k` candidates as hits and, with `group`, the candidates gathered by

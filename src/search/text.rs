@@ -19,6 +19,12 @@
 //! size and average chunk length change slowly and cost a scan of `chunks` to count, so each
 //! process keeps them for [`STATS_TTL`].
 //!
+//! A collection filter sits inside the first pass's per-term scan, so each term's postings are
+//! read in impact order *among the caller's documents*: the best k it may see, never fewer
+//! because other collections' chunks took the places. (Document frequencies and the average
+//! length stay those of the whole index: the ranking of a caller's hits depends a little on
+//! documents it cannot see, and says nothing about any one of them.)
+//!
 //! Quoted phrases filter the ranked chunks by a case-insensitive regular expression over their
 //! text (the words in order, separated by anything that is not a letter or digit; the trigram
 //! index serves it), and excluded words by their postings.
@@ -95,15 +101,25 @@ struct Weighted {
     idfs: Vec<f64>,
 }
 
-/// The `limit` best chunks for `query` by BM25, best first; with `per_document`, at most that
-/// many of one document (so that a grouped search sees more documents than its longest one).
+/// Which chunks one ranking may return.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Within<'a> {
+    /// Only this document's.
+    pub document: Option<i64>,
+    /// Only those of documents in these collections.
+    pub collections: Option<&'a [i64]>,
+    /// At most this many of one document (so that a grouped search sees more documents than its
+    /// longest one).
+    pub per_document: Option<i64>,
+}
+
+/// The `limit` best chunks for `query` by BM25 `within` what may be returned, best first.
 pub(super) async fn rank(
     pool: &PgPool,
     stats: &StatsCache,
     query: &Query,
-    document: Option<i64>,
+    within: Within<'_>,
     limit: i64,
-    per_document: Option<i64>,
 ) -> Result<Vec<Candidate>, sqlx::Error> {
     let (terms, words) = query.term_pairs();
     if terms.is_empty() {
@@ -114,16 +130,7 @@ pub(super) async fn rank(
     if weighted.terms.is_empty() {
         return Ok(Vec::new());
     }
-    score(
-        pool,
-        &stats,
-        &weighted,
-        query,
-        document,
-        limit,
-        per_document,
-    )
-    .await
+    score(pool, &stats, &weighted, query, within, limit).await
 }
 
 /// Each term's idf from its document frequency in `term_stats`; terms no chunk holds cannot
@@ -164,9 +171,8 @@ async fn score(
     stats: &Stats,
     weighted: &Weighted,
     query: &Query,
-    document: Option<i64>,
+    within: Within<'_>,
     limit: i64,
-    per_document: Option<i64>,
 ) -> Result<Vec<Candidate>, sqlx::Error> {
     let phrases: Vec<String> = query.phrases.iter().map(|p| phrase_regex(p)).collect();
     let candidates = (limit * 4).max(CANDIDATES);
@@ -182,6 +188,9 @@ async fn score(
                  from chunk_terms t
                  where t.term = q.term
                    and ($6::bigint is null or t.document_id = $6)
+                   and ($14::bigint[] is null or exists (
+                           select 1 from documents d
+                           where d.id = t.document_id and d.collection_id = any($14)))
                  order by t.impact desc
                  limit $4
              ) p
@@ -233,14 +242,15 @@ async fn score(
         &weighted.idfs[..],
         POSTINGS_PER_TERM,
         candidates,
-        document,
+        within.document,
         stats.average_length,
         K1,
         B,
         &query.excluded[..],
         &phrases[..],
-        per_document,
+        within.per_document,
         limit,
+        within.collections,
     )
     .fetch_all(pool)
     .await?;

@@ -117,7 +117,9 @@ impl Searcher {
             .await?
             .ok_or(SearchError::NoActiveModel)?;
         let mut plan = Plan::default();
-        let (elsewhere, fallbacks) = self.fallback_routes(&mut plan, &active, document).await?;
+        let (elsewhere, fallbacks) = self
+            .fallback_routes(&mut plan, &active, document, request.collections.ids())
+            .await?;
         let entry = self.active_route(&mut plan, active, document, elsewhere)?;
         plan.versions.push(entry);
         plan.versions.extend(fallbacks);
@@ -161,11 +163,12 @@ impl Searcher {
         plan: &mut Plan,
         active: &ModelVersion,
         document: Option<i64>,
+        collections: Option<&[i64]>,
     ) -> Result<(Vec<i64>, Vec<VersionSearched>), SearchError> {
         let mut elsewhere: Vec<i64> = Vec::new();
         let mut fallbacks = Vec::new();
-        for (name, documents) in read_elsewhere(&self.pool, &active.model_version, document).await?
-        {
+        let read = read_elsewhere(&self.pool, &active.model_version, document, collections).await?;
+        for (name, documents) in read {
             let version = models::get(&self.pool, &name).await?;
             let embedder = version.as_ref().and_then(|v| self.embedder_for(v));
             let entry = VersionSearched {
@@ -252,6 +255,7 @@ impl Searcher {
         &self,
         query: &str,
         routes: &[Route],
+        collections: Option<&[i64]>,
         limit: i64,
     ) -> Result<Vec<Candidate>, SearchError> {
         // Versions that differ only in chunking embed a query alike: embed it once for them.
@@ -269,10 +273,12 @@ impl Searcher {
         }
         let queries = routes.iter().enumerate().map(|(at, route)| {
             let vector = embedded.get(&route.embedder.model_id());
-            self.nearest(route, at, vector, limit)
+            self.nearest(route, at, vector, collections, limit)
         });
         let lists = futures::future::try_join_all(queries).await?;
-        if lists.iter().all(Vec::is_empty) {
+        // Whether a version has vectors at all is a fact about every collection: a search
+        // limited to some just finds nothing.
+        if collections.is_none() && lists.iter().all(Vec::is_empty) {
             let mut any = false;
             for route in routes {
                 any = any || self.has_vectors(&route.version.model_version).await?;
@@ -302,13 +308,19 @@ impl Searcher {
         route: &Route,
         at: usize,
         query: Option<&Vector>,
+        collections: Option<&[i64]>,
         limit: i64,
     ) -> Result<Vec<Candidate>, SearchError> {
         let Some(query) = query else {
             return Ok(Vec::new());
         };
         let version = &route.version;
-        let sql = vector_sql(version.dims, &version.model_version, route.scope);
+        let sql = vector_sql(
+            version.dims,
+            &version.model_version,
+            route.scope,
+            collections.is_some(),
+        );
         let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
         let mut tx = self.pool.begin().await?;
         // Local to this transaction, so pooled connections keep the server defaults.
@@ -325,6 +337,7 @@ impl Searcher {
             .bind(query)
             .bind(limit)
             .bind(documents)
+            .bind(collections)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -354,7 +367,9 @@ impl Searcher {
 }
 
 /// The nearest-neighbour query of one model version, over the documents `scope` lets through
-/// (`$1` the query vector, `$2` the limit, `$3` a `bigint[]` of documents).
+/// (`$1` the query vector, `$2` the limit, `$3` a `bigint[]` of documents) and, when
+/// `in_collections`, only those of the collections `$4` (a `bigint[]`): a filter inside the index
+/// scan, which the iterative scan keeps reading past until `$2` rows pass it.
 ///
 /// Built with `format!` because the index is an *expression* index over
 /// `embedding::vector(DIMS)` and a *partial* one for `model_version = '<literal>'`: PostgreSQL
@@ -362,7 +377,7 @@ impl Searcher {
 /// types take no bind parameters) and a predicate it can prove implies the index's, which a bind
 /// parameter is not under a generic plan. `dims` is an integer and the version is quoted as a
 /// SQL literal, so nothing from a request reaches the SQL unquoted.
-pub fn vector_sql(dims: i32, model_version: &str, scope: Scope) -> String {
+pub fn vector_sql(dims: i32, model_version: &str, scope: Scope, in_collections: bool) -> String {
     let version = quote_literal(model_version);
     let filter = match scope {
         // $3 is always bound; this keeps its type known when no filter is asked for.
@@ -370,24 +385,34 @@ pub fn vector_sql(dims: i32, model_version: &str, scope: Scope) -> String {
         Scope::Only => "and document_id = any($3::bigint[])",
         Scope::Except => "and document_id <> all($3::bigint[])",
     };
+    // $4 likewise: a reach of every collection binds null and asks nothing of `documents`.
+    let collections = if in_collections {
+        "and exists (select 1 from documents d
+                     where d.id = embeddings.document_id and d.collection_id = any($4::bigint[]))"
+    } else {
+        "and $4::bigint[] is null"
+    };
     format!(
         "select document_id, chunk_index,
                 ((embedding::vector({dims})) <=> $1::vector({dims}))::float8 as distance
          from embeddings
          where model_version = {version}
            {filter}
+           {collections}
          order by (embedding::vector({dims})) <=> $1::vector({dims})
          limit $2"
     )
 }
 
 /// Per older version, the documents `document_search_versions` reads under it instead of under
-/// `active` (only `document`, when given), by version name. The view is asked only about the
+/// `active` (only `document`, when given; only those of `collections`, when given, so that
+/// not even their number reaches a caller outside them), by version name. The view is asked only about the
 /// documents that can be read elsewhere (see the module docs): asked whole it counts every set.
 async fn read_elsewhere(
     pool: &PgPool,
     active: &str,
     document: Option<i64>,
+    collections: Option<&[i64]>,
 ) -> Result<Vec<(String, Vec<i64>)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"select v.model_version as "model_version!",
@@ -399,6 +424,9 @@ async fn read_elsewhere(
                    where s.model_version <> $1
                      and s.completed_at is not null
                      and ($2::bigint is null or s.document_id = $2)
+                     and ($3::bigint[] is null or exists (
+                             select 1 from documents d
+                             where d.id = s.document_id and d.collection_id = any($3)))
                      and not exists (
                          select 1 from embedding_sets a
                          where a.document_id = s.document_id
@@ -409,6 +437,7 @@ async fn read_elsewhere(
          order by v.model_version"#,
         active,
         document,
+        collections,
     )
     .fetch_all(pool)
     .await?;
@@ -430,7 +459,7 @@ mod tests {
 
     #[test]
     fn vector_sql_quotes_the_version_and_repeats_the_index_expression() {
-        let sql = vector_sql(384, "it's:v1", Scope::Only);
+        let sql = vector_sql(384, "it's:v1", Scope::Only, false);
         assert!(sql.contains("where model_version = 'it''s:v1'"), "{sql}");
         assert_eq!(
             sql.matches("(embedding::vector(384)) <=> $1::vector(384)")
@@ -438,7 +467,13 @@ mod tests {
             2
         );
         assert!(sql.contains("document_id = any($3::bigint[])"));
-        assert!(vector_sql(8, "v", Scope::Except).contains("document_id <> all($3::bigint[])"));
-        assert!(vector_sql(8, "v", Scope::All).contains("$3::bigint[] is null"));
+        assert!(
+            vector_sql(8, "v", Scope::Except, false).contains("document_id <> all($3::bigint[])")
+        );
+        assert!(vector_sql(8, "v", Scope::All, false).contains("$3::bigint[] is null"));
+        assert!(vector_sql(8, "v", Scope::All, false).contains("$4::bigint[] is null"));
+        assert!(
+            vector_sql(8, "v", Scope::All, true).contains("d.collection_id = any($4::bigint[])")
+        );
     }
 }

@@ -64,6 +64,7 @@ async fn running_job(
     let (_, step) = job_for(kind, DocumentId(0), version)?;
     let bytes = format!("a document whose {kind} job ends: {ending:?}").into_bytes();
     let upload = NewDocument {
+        collection: docket::collections::DEFAULT,
         filename: "case.txt",
         content_type: "text/plain",
         bytes: &bytes,

@@ -16,6 +16,8 @@ const LAYERS: &[&str] = &[
     "worker",
     "embed",
     "models",
+    "collections",
+    "access",
     "documents",
     "search",
     "maintenance",

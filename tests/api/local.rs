@@ -219,6 +219,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
         let stored = pipeline::create_with_extract_job(
             &pool,
             &NewDocument {
+                collection: docket::collections::DEFAULT,
                 filename: path,
                 content_type,
                 bytes: &bytes,

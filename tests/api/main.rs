@@ -3,6 +3,8 @@
 //! Database tests need DATABASE_URL (a server where databases can be created); each gets a
 //! fresh migrated database from `#[sqlx::test]`.
 
+mod access;
+mod collections;
 mod documents;
 mod embed;
 mod extract;

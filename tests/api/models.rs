@@ -34,6 +34,7 @@ async fn upload(pool: &PgPool, name: &str, text: &str) -> i64 {
     pipeline::create_with_extract_job(
         pool,
         &NewDocument {
+            collection: docket::collections::DEFAULT,
             filename: name,
             content_type: "text/plain",
             bytes: text.as_bytes(),

@@ -189,11 +189,12 @@ async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
         // What the active version's query looks like while documents are read elsewhere.
         (Scope::Except, Some(vec![2i64, 3])),
     ] {
-        let sql = docket::search::vector_sql(model.dims, &model.model_version, scope);
+        let sql = docket::search::vector_sql(model.dims, &model.model_version, scope, false);
         let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("explain {sql}")))
             .bind(&query)
             .bind(10i64)
             .bind(documents)
+            .bind(None::<Vec<i64>>)
             .fetch_all(&pool)
             .await
             .expect("explain");
@@ -250,7 +251,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
     // For so small a document the planner may rather sort its rows exactly (primary key). When
     // it walks the HNSW index instead (forced here by forbidding the sort), the iterative scan
     // is what keeps k hits: without it the filter empties ef_search's candidate list.
-    let sql = docket::search::vector_sql(model.dims, &model.model_version, Scope::Only);
+    let sql = docket::search::vector_sql(model.dims, &model.model_version, Scope::Only, false);
     let query = Vector::from(HashEmbedder::new(384).embed_one("ledger account"));
     let mut found = Vec::new();
     for iterative in ["relaxed_order", "off"] {
@@ -269,6 +270,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
             .bind(&query)
             .bind(10i64)
             .bind(Some(vec![small]))
+            .bind(None::<Vec<i64>>)
             .fetch_all(&mut *tx)
             .await
             .expect("explain");
@@ -277,6 +279,7 @@ async fn a_filtered_search_returns_k_hits_from_a_small_document(pool: PgPool) {
             .bind(&query)
             .bind(10i64)
             .bind(Some(vec![small]))
+            .bind(None::<Vec<i64>>)
             .fetch_all(&mut *tx)
             .await
             .expect("filtered search");

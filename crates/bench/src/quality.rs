@@ -140,6 +140,7 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
                     k: K,
                     mode: *mode,
                     document: None,
+                    collections: docket::collections::Reach::everything(),
                     model_version: None,
                     group: false,
                 })
@@ -268,6 +269,7 @@ async fn ingest(
         docket::pipeline::create_with_extract_job(
             pool,
             &NewDocument {
+                collection: docket::collections::DEFAULT,
                 filename,
                 content_type: "application/octet-stream",
                 bytes: &bytes,

@@ -585,7 +585,7 @@ async fn recall(
     queries: &[String],
     ef_search: i64,
 ) -> anyhow::Result<f64> {
-    let sql = search::vector_sql(model.dims, &model.model_version, search::Scope::All);
+    let sql = search::vector_sql(model.dims, &model.model_version, search::Scope::All, false);
     let mut total = 0.0;
     for q in queries {
         let vector = Vector::from(hash.embed_one(q));
@@ -620,6 +620,7 @@ async fn nearest(
     let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
         .bind(vector)
         .bind(K as i64)
+        .bind(None::<Vec<i64>>)
         .bind(None::<Vec<i64>>)
         .fetch_all(&mut *tx)
         .await?;

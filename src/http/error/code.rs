@@ -50,6 +50,8 @@ pub enum Code {
     InvalidFilename,
     /// An uploaded file without bytes (extraction's own code, `ExtractError::Empty`).
     EmptyFile,
+    /// A collection name that cannot be one.
+    InvalidCollection,
     // 401
     /// A missing or wrong bearer token.
     Unauthorized,
@@ -58,6 +60,9 @@ pub enum Code {
     HostNotAllowed,
     /// A state-changing request from a page of another origin.
     CrossOriginRequest,
+    /// The caller's role does not allow this (a reader uploading, a writer listing jobs), or a
+    /// collection it may not write.
+    Forbidden,
     // 404
     /// A path under `/api` that names no route.
     RouteNotFound,
@@ -65,6 +70,8 @@ pub enum Code {
     JobNotFound,
     ScheduleNotFound,
     ModelVersionNotFound,
+    /// A collection that does not exist, is being deleted, or is outside the caller's reach.
+    CollectionNotFound,
     // 408
     /// The request took longer than the request timeout.
     RequestTimeout,
@@ -74,6 +81,9 @@ pub enum Code {
     /// A job's lease lost to a rescue, cancel or another worker.
     LeaseLost,
     ScheduleExists,
+    CollectionExists,
+    /// Deleting `default`, which holds the documents uploaded without a collection.
+    DefaultCollectionKept,
     /// Search before any model version is registered.
     NoActiveModel,
     /// A vector search under a version this server cannot embed queries for.
@@ -134,18 +144,23 @@ impl Code {
             Code::NoFile => (S::BAD_REQUEST, "no_file"),
             Code::InvalidFilename => (S::BAD_REQUEST, "invalid_filename"),
             Code::EmptyFile => (S::BAD_REQUEST, "empty_file"),
+            Code::InvalidCollection => (S::BAD_REQUEST, "invalid_collection"),
             Code::Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
             Code::HostNotAllowed => (S::FORBIDDEN, "host_not_allowed"),
             Code::CrossOriginRequest => (S::FORBIDDEN, "cross_origin_request"),
+            Code::Forbidden => (S::FORBIDDEN, "forbidden"),
             Code::RouteNotFound => (S::NOT_FOUND, "route_not_found"),
             Code::DocumentNotFound => (S::NOT_FOUND, "document_not_found"),
             Code::JobNotFound => (S::NOT_FOUND, "job_not_found"),
             Code::ScheduleNotFound => (S::NOT_FOUND, "schedule_not_found"),
             Code::ModelVersionNotFound => (S::NOT_FOUND, "model_version_not_found"),
+            Code::CollectionNotFound => (S::NOT_FOUND, "collection_not_found"),
             Code::RequestTimeout => (S::REQUEST_TIMEOUT, "request_timeout"),
             Code::JobStateConflict => (S::CONFLICT, "job_state_conflict"),
             Code::LeaseLost => (S::CONFLICT, "lease_lost"),
             Code::ScheduleExists => (S::CONFLICT, "schedule_exists"),
+            Code::CollectionExists => (S::CONFLICT, "collection_exists"),
+            Code::DefaultCollectionKept => (S::CONFLICT, "default_collection_kept"),
             Code::NoActiveModel => (S::CONFLICT, "no_active_model"),
             Code::ModelVersionNotEmbeddable => (S::CONFLICT, "model_version_not_embeddable"),
             Code::NoVectors => (S::CONFLICT, "no_vectors"),

@@ -112,6 +112,7 @@ pub(super) fn ingest(
                         window(&words, &mut rng, 500, 700)
                     );
                     let upload = docket::documents::NewDocument {
+                        collection: docket::collections::DEFAULT,
                         filename: "ingest.txt",
                         content_type: "text/plain",
                         bytes: text.as_bytes(),
