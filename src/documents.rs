@@ -211,6 +211,19 @@ pub async fn get_within(
     .await
 }
 
+/// The collection of document `id`, if it exists.
+pub async fn collection_of(
+    executor: impl PgExecutor<'_>,
+    id: DocumentId,
+) -> Result<Option<CollectionId>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"select collection_id as "collection_id: CollectionId" from documents where id = $1"#,
+        id.0
+    )
+    .fetch_optional(executor)
+    .await
+}
+
 /// One document, wherever it is (for the pipeline's own steps, never for a request).
 pub async fn get(
     executor: impl PgExecutor<'_>,

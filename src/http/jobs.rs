@@ -104,6 +104,7 @@ pub async fn enqueue(
         idempotency_key: body.idempotency_key,
         run_at: body.run_at,
         max_attempts: body.max_attempts,
+        fair_key: String::new(),
     };
     let mut conn = state.pool.acquire().await?;
     let enqueued = queue::enqueue(&mut conn, &job).await?;

@@ -38,7 +38,7 @@ pub struct UploadAnswer {
     pub results: Vec<UploadResult>,
 }
 
-/// One file's outcome in an upload (docs/ARCHITECTURE.md §8).
+/// One file's outcome in an upload (docs/ARCHITECTURE.md §9).
 #[derive(Debug, Serialize)]
 pub struct UploadResult {
     pub filename: String,

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::Pipeline;
-use super::jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob};
+use super::jobs::{EmbedCause, EmbedJob, ExtractJob, OcrJob, for_document};
 use crate::analysis::ANALYZER_VERSION;
 use crate::chunk::{Chunk, chunk_pages};
 use crate::documents::{self, DocumentId, Extraction, Step};
@@ -96,6 +96,7 @@ async fn hand_to_ocr(
         return Ok(Outcome::Complete);
     }
     let ocr = NewJob::of(&OcrJob { document_id }, &job.id).fatal()?;
+    let ocr = for_document(&mut *tx, ocr, document_id).await.retryable()?;
     queue::enqueue(&mut tx, &ocr).await.retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
@@ -227,6 +228,9 @@ async fn checkpoint(
         model_version: pipeline.model.model_version.clone(),
     };
     let embed = NewJob::of(&embed, &EmbedCause::Extracted(job.id)).fatal()?;
+    let embed = for_document(&mut *tx, embed, document_id)
+        .await
+        .retryable()?;
     queue::enqueue(&mut tx, &embed).await.retryable()?;
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;

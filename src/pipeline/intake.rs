@@ -4,7 +4,7 @@
 
 use sqlx::{PgConnection, PgPool};
 
-use super::jobs::{DOCUMENT_KEY, ExtractJob};
+use super::jobs::{DOCUMENT_KEY, ExtractJob, for_document, in_collection};
 use crate::documents::{self, DocumentId, NewDocument, Stored};
 use crate::queue::{self, JobId, NewJob, QueueError};
 
@@ -15,7 +15,10 @@ pub async fn create_with_extract_job(
     upload: &NewDocument<'_>,
 ) -> Result<Stored, QueueError> {
     documents::create_with_first_job(pool, upload, |document_id| {
-        NewJob::of(&ExtractJob { document_id }, "upload")
+        Ok(in_collection(
+            NewJob::of(&ExtractJob { document_id }, "upload")?,
+            upload.collection,
+        ))
     })
     .await
 }
@@ -27,7 +30,9 @@ async fn enqueue_extract(
     document_id: DocumentId,
     reason: &str,
 ) -> Result<queue::Enqueued, QueueError> {
-    queue::enqueue(conn, &NewJob::of(&ExtractJob { document_id }, reason)?).await
+    let job = NewJob::of(&ExtractJob { document_id }, reason)?;
+    let job = for_document(&mut *conn, job, document_id).await?;
+    queue::enqueue(conn, &job).await
 }
 
 /// Extracts and embeds a document again from its original bytes: it goes back to `uploaded`

@@ -12,14 +12,34 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
 use super::{Pipeline, settle};
+use crate::collections::CollectionId;
 use crate::documents::{self, DocumentId, Step};
 use crate::queue::payload::JobPayload;
-use crate::queue::{End, JobId};
+use crate::queue::{End, JobId, NewJob};
 use crate::worker::{Job, JobError, JobKind, Outcome};
 
 /// The payload key of the pipeline's document steps: a document's reprocess or delete cancels
 /// the jobs that name it there.
 pub const DOCUMENT_KEY: &str = "document_id";
+
+/// A document step's job, sharing the workers fairly with other collections' (the queue's
+/// `fair_key`): one collection's bulk upload never holds up another's single file.
+pub fn in_collection(job: NewJob, collection: CollectionId) -> NewJob {
+    job.fair_key(format!("collection:{}", collection.0))
+}
+
+/// [`in_collection`] for the collection of `document`, read on `executor` (a deleted
+/// document's job keeps the shared key; it will find nothing to do).
+pub async fn for_document(
+    executor: impl sqlx::PgExecutor<'_>,
+    job: NewJob,
+    document: DocumentId,
+) -> Result<NewJob, sqlx::Error> {
+    Ok(match documents::collection_of(executor, document).await? {
+        Some(collection) => in_collection(job, collection),
+        None => job,
+    })
+}
 
 /// Extract a document's text: `{"document_id": 1}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

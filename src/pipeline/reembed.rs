@@ -19,7 +19,8 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::Pipeline;
-use super::jobs::{EmbedCause, EmbedJob, ReembedJob};
+use super::jobs::{EmbedCause, EmbedJob, ReembedJob, in_collection};
+use crate::collections::CollectionId;
 use crate::documents::DocumentId;
 use crate::queue::payload::JobPayload;
 use crate::queue::{self, NewJob, by_payload};
@@ -96,6 +97,8 @@ pub async fn enqueue_stale(
     loop {
         let batch = query_with_stale!(
             r#"select stale.id as "id!",
+                      (select d.collection_id from documents d where d.id = stale.id)
+                          as "collection!: CollectionId",
                       (select md5(string_agg(encode(c.content_hash, 'hex'), ',' order by c.chunk_index))
                        from chunks c where c.document_id = stale.id) as "digest!"
                from stale
@@ -138,7 +141,7 @@ pub async fn enqueue_stale(
                     chunks: stale.digest.clone(),
                     day: day.clone(),
                 };
-                NewJob::of(&embed, &cause)
+                NewJob::of(&embed, &cause).map(|job| in_collection(job, stale.collection))
             })
             .collect::<Result<Vec<NewJob>, _>>()?;
         let mut tx = pool.begin().await?;

@@ -14,8 +14,8 @@ use super::{CHANNEL, DEFAULT_MAX_ATTEMPTS, Enqueued, JobId, NewJob, QueueError};
 pub async fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, QueueError> {
     job.validate()?;
     let inserted = sqlx::query_scalar!(
-        r#"insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-        values ($1, $2, $3, coalesce($4, now()), $5)
+        r#"insert into jobs (kind, payload, idempotency_key, run_at, max_attempts, fair_key)
+        values ($1, $2, $3, coalesce($4, now()), $5, $6)
         on conflict (idempotency_key) do nothing
         returning id as "id: JobId""#,
         job.kind,
@@ -23,6 +23,7 @@ pub async fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued, 
         job.idempotency_key,
         job.run_at,
         job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        job.fair_key,
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -62,20 +63,23 @@ pub async fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<u6
         .iter()
         .map(|j| j.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
         .collect();
+    let fair_keys: Vec<&str> = jobs.iter().map(|j| j.fair_key.as_str()).collect();
 
     // `as _`: the macros type arrays as owned, non-null elements, and these hold borrowed
     // values and nulls (no key, due now); the explicit casts in the SQL still fix their types.
     let inserted = sqlx::query!(
-        "insert into jobs (kind, payload, idempotency_key, run_at, max_attempts)
-        select kind, payload, key, coalesce(run_at, now()), max_attempts
-        from unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[], $5::int[])
-            as input(kind, payload, key, run_at, max_attempts)
+        "insert into jobs (kind, payload, idempotency_key, run_at, max_attempts, fair_key)
+        select kind, payload, key, coalesce(run_at, now()), max_attempts, fair_key
+        from unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[], $5::int[],
+                    $6::text[])
+            as input(kind, payload, key, run_at, max_attempts, fair_key)
         on conflict (idempotency_key) do nothing",
         &kinds as _,
         &payloads as _,
         &keys as _,
         &run_ats as _,
         &max_attempts,
+        &fair_keys as _,
     )
     .execute(&mut *conn)
     .await?

@@ -99,6 +99,9 @@ pub struct NewJob {
     pub run_at: Option<chrono::DateTime<chrono::Utc>>,
     /// `None` takes [`DEFAULT_MAX_ATTEMPTS`].
     pub max_attempts: Option<i32>,
+    /// Claims give each key with due work its turn (fewest running first, then round-robin);
+    /// empty, the default, is one shared key, so unkeyed jobs are claimed oldest first.
+    pub fair_key: String,
 }
 
 impl NewJob {
@@ -111,7 +114,14 @@ impl NewJob {
             idempotency_key: None,
             run_at: None,
             max_attempts: None,
+            fair_key: String::new(),
         }
+    }
+
+    /// Shares the workers fairly between this job's `key` and the others (see `fair_key`).
+    pub fn fair_key(mut self, key: impl Into<String>) -> Self {
+        self.fair_key = key.into();
+        self
     }
 
     /// Makes the job idempotent under `key`.

@@ -212,8 +212,12 @@ async fn a_reader_of_one_collection_sees_nothing_of_another_on_any_read_path(poo
         );
         assert_eq!(body["error"]["code"], unknown["error"]["code"], "{path}");
         assert_eq!(
-            body["error"]["message"].as_str().map(|m| m.replace("\"b\"", "NAME")),
-            unknown["error"]["message"].as_str().map(|m| m.replace("\"nosuch\"", "NAME")),
+            body["error"]["message"]
+                .as_str()
+                .map(|m| m.replace("\"b\"", "NAME")),
+            unknown["error"]["message"]
+                .as_str()
+                .map(|m| m.replace("\"nosuch\"", "NAME")),
             "{path}"
         );
     }

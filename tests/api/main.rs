@@ -8,6 +8,7 @@ mod collections;
 mod documents;
 mod embed;
 mod extract;
+mod fairness;
 mod fleet_limit;
 mod formats;
 mod hostile;

@@ -541,7 +541,7 @@ async fn oversized_payload_and_bad_kind_are_refused(pool: PgPool) {
 }
 
 /// The plan of the claim statement on a table of 100,000 done rows: it must read the partial
-/// index of ready jobs, under a custom and under a generic plan (sqlx prepares statements,
+/// index of ready jobs (by kind and fair key), under a custom and under a generic plan (sqlx prepares statements,
 /// and PostgreSQL switches to a generic plan after five runs).
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
@@ -583,8 +583,8 @@ async fn claim_uses_the_partial_index_on_a_large_table(pool: PgPool) {
         .expect("explain");
         let text = plan.to_string();
         assert!(
-            text.contains("jobs_ready_idx"),
-            "{mode}: the claim does not use jobs_ready_idx: {text}"
+            text.contains("jobs_ready_fair_idx"),
+            "{mode}: the claim does not use jobs_ready_fair_idx: {text}"
         );
         assert!(
             !text.contains("Seq Scan"),

@@ -50,6 +50,9 @@ pub enum BenchCommand {
     /// per chunk with no limit; with `--processes 1,2,4`, that limit shared by N real
     /// `docket worker` processes (share used, requests over it) and the limiter's own cost.
     Pipeline(pipeline::PipelineBench),
+    /// Fair share: one document uploaded into collection B behind 2,000 queued in A, against
+    /// the same upload on an idle queue, and A's throughput with and without B's trickle.
+    Fairness(pipeline::fairness::FairnessBench),
     /// Search: p50/p95 latency of vector, text and hybrid search through the HTTP API over
     /// 100,000 chunks, and recall@10 of the HNSW index against an exact scan.
     Search(search::SearchBench),
@@ -113,6 +116,7 @@ async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Extract(args) => extract::run(args).await,
         BenchCommand::Evidence(args) => evidence::run(args).await,
         BenchCommand::Pipeline(args) => pipeline::run(args).await,
+        BenchCommand::Fairness(args) => pipeline::fairness::run(args).await,
         BenchCommand::Search(args) => search::run(args).await,
         BenchCommand::Interference(args) => interference::run(args).await,
         BenchCommand::SearchQuality(args) => quality::run(args).await,

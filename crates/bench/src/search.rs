@@ -11,6 +11,11 @@
 //! step writes them. Recall@10
 //! compares the HNSW answer (the exact query src/search/ sends, same `ef_search`) with an exact
 //! scan of the same vectors (`enable_indexscan = off`: a sequential scan and a sort).
+//!
+//! Every hundredth document is then put in a collection of its own (1% of the chunks), and the
+//! same phrases are timed with `collection=` that collection in each mode, beside the
+//! unfiltered figures; its recall@10 compares the filtered HNSW query (iterative scan, as the
+//! API runs it) with an exact scan of that collection.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -123,6 +128,7 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
     let build_started = Instant::now();
     models::register(pool, &model).await?;
     let build_s = build_started.elapsed().as_secs_f64();
+    let small = filtered_collection(pool).await?;
     // A steady-state table: visibility map set, so the keyword scans are index-only.
     sqlx::query("vacuum analyze").execute(pool).await?;
     eprintln!("bench search: index built in {build_s:.1} s");
@@ -150,6 +156,7 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         recalls.phrases.push((ef_search, phrase));
         recalls.passages.push((ef_search, passage));
     }
+    recalls.filtered = recall_in(pool, &model, &hash, &passages, small).await?;
     report(args, &model, &table, &recalls, load_s, build_s);
     Ok(())
 }
@@ -295,17 +302,21 @@ async fn time_modes(
         ("hybrid", queries),
         ("text/questions", questions),
         ("hybrid/questions", questions),
+        ("vector/1% filter", queries),
+        ("text/1% filter", queries),
+        ("hybrid/1% filter", queries),
     ] {
         let api_mode = mode.split('/').next().unwrap_or(mode);
+        let collection = mode.ends_with("filter").then_some(SMALL);
         // Warm-up: caches, prepared statements, connections.
         for q in set.iter().take(20) {
-            call(&client, &base, q, api_mode).await?;
+            call_in(&client, &base, q, api_mode, collection).await?;
         }
         let mut latencies = Vec::with_capacity(timed);
         let mut hits = 0usize;
         for q in set.iter().skip(20).take(timed) {
             let started = Instant::now();
-            hits += call(&client, &base, q, api_mode).await?;
+            hits += call_in(&client, &base, q, api_mode, collection).await?;
             latencies.push(started.elapsed());
         }
         latencies.sort();
@@ -325,6 +336,8 @@ async fn time_modes(
 struct Recalls {
     phrases: Vec<(i64, f64)>,
     passages: Vec<(i64, f64)>,
+    /// Passage queries searched in the 1% collection, as the API does (iterative scan).
+    filtered: f64,
 }
 
 impl Recalls {
@@ -368,6 +381,11 @@ fn report(
     for ((ef_search, phrase), (_, passage)) in recalls.phrases.iter().zip(&recalls.passages) {
         println!("  {ef_search:>9}  {phrase:>14.4}  {passage:>15.4}");
     }
+    println!(
+        "  filtered to the 1% collection (ef_search={}, iterative scan): passage recall {:.4}",
+        search::EF_SEARCH,
+        recalls.filtered
+    );
     println!("load {load_s:.1} s, HNSW build {build_s:.1} s");
     println!("{}", json_line(args, table, recalls, build_s));
 }
@@ -415,6 +433,13 @@ fn json_line(
         "phrase_recall_at_10": four(Recalls::at_api(&recalls.phrases)),
         "passage_recall_at_10_by_ef_search": by_ef(&recalls.passages),
         "phrase_recall_at_10_by_ef_search": by_ef(&recalls.phrases),
+        "filtered_vector_p95_ms": round(figure("vector/1% filter", 1)),
+        "filtered_text_p95_ms": round(figure("text/1% filter", 1)),
+        "filtered_hybrid_p95_ms": round(figure("hybrid/1% filter", 1)),
+        "filtered_p95_ratio_vector": four(figure("vector/1% filter", 1) / figure("vector", 1)),
+        "filtered_p95_ratio_text": four(figure("text/1% filter", 1) / figure("text", 1)),
+        "filtered_p95_ratio_hybrid": four(figure("hybrid/1% filter", 1) / figure("hybrid", 1)),
+        "filtered_recall_at_10": four(recalls.filtered),
         "hnsw_build_s": round(build_s),
     })
 }
@@ -557,9 +582,22 @@ pub(super) async fn call(
     q: &str,
     mode: &str,
 ) -> anyhow::Result<usize> {
+    call_in(client, base, q, mode, None).await
+}
+
+/// [`call`], only in `collection` when given.
+async fn call_in(
+    client: &reqwest::Client,
+    base: &str,
+    q: &str,
+    mode: &str,
+    collection: Option<&str>,
+) -> anyhow::Result<usize> {
+    let mut params = vec![("q", q), ("mode", mode), ("k", "10")];
+    params.extend(collection.map(|c| ("collection", c)));
     let response = client
         .get(format!("{base}/api/search"))
-        .query(&[("q", q), ("mode", mode), ("k", "10")])
+        .query(&params)
         .send()
         .await?;
     let status = response.status();
@@ -594,6 +632,69 @@ async fn recall(
         let Some(&kth) = exact.last() else { continue };
         let found = approximate.iter().filter(|&&d| d <= kth + 1e-9).count();
         total += found.min(K) as f64 / exact.len() as f64;
+    }
+    Ok(total / queries.len().max(1) as f64)
+}
+
+/// The collection holding 1% of the chunks, for the filtered figures.
+const SMALL: &str = "small";
+
+/// Moves every hundredth document into a new collection [`SMALL`]; its id.
+async fn filtered_collection(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
+    let id = docket::collections::create(pool, SMALL).await?.0;
+    let moved = sqlx::query("update documents set collection_id = $1 where id % 100 = 50")
+        .bind(id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    anyhow::ensure!(
+        moved > 0,
+        "no document moved into the 1% collection: load more chunks"
+    );
+    Ok(id)
+}
+
+/// Mean recall@K of the filtered HNSW query (the API's ef_search, iterative scan) against an
+/// exact scan of the collection's vectors.
+async fn recall_in(
+    pool: &sqlx::PgPool,
+    model: &ModelVersion,
+    hash: &HashEmbedder,
+    queries: &[String],
+    collection: i64,
+) -> anyhow::Result<f64> {
+    let sql = search::vector_sql(model.dims, &model.model_version, search::Scope::All, true);
+    let mut total = 0.0;
+    for q in queries {
+        let vector = Vector::from(hash.embed_one(q));
+        let mut found = Vec::new();
+        for exact in [false, true] {
+            let mut tx = pool.begin().await?;
+            let setting = if exact {
+                "set local enable_indexscan = off".to_owned()
+            } else {
+                format!(
+                    "set local hnsw.ef_search = {}; set local hnsw.iterative_scan = relaxed_order",
+                    search::EF_SEARCH
+                )
+            };
+            sqlx::raw_sql(sqlx::AssertSqlSafe(setting))
+                .execute(&mut *tx)
+                .await?;
+            let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(&vector)
+                .bind(K as i64)
+                .bind(None::<Vec<i64>>)
+                .bind(Some(vec![collection]))
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            found.push(rows.into_iter().map(|r| r.2).collect::<Vec<f64>>());
+        }
+        let (approximate, exact) = (&found[0], &found[1]);
+        let Some(&kth) = exact.last() else { continue };
+        let hits = approximate.iter().filter(|&&d| d <= kth + 1e-9).count();
+        total += hits.min(K) as f64 / exact.len() as f64;
     }
     Ok(total / queries.len().max(1) as f64)
 }

@@ -24,6 +24,28 @@ pub(super) const DIMS: usize = 384;
 /// Files per upload request.
 const UPLOAD_BATCH: usize = 50;
 
+/// Uploads every document through `uploader`, a batch per request; all must be new.
+async fn upload_with(uploader: &Uploader, documents: Vec<(String, String)>) -> anyhow::Result<()> {
+    let mut documents = documents.into_iter().peekable();
+    while documents.peek().is_some() {
+        let batch: Vec<UploadFile> = documents
+            .by_ref()
+            .take(UPLOAD_BATCH)
+            .map(|(filename, text)| UploadFile {
+                filename,
+                body: UploadBody::Bytes(text.into_bytes()),
+            })
+            .collect();
+        for outcome in uploader.upload(batch).await? {
+            anyhow::ensure!(
+                matches!(outcome, docket::ingest::FileOutcome::New { .. }),
+                "a generated document was not stored as new: {outcome:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Requests the server answered with vectors.
 pub(super) fn answered(stats: &StatsSnapshot) -> u64 {
     stats.requests.saturating_sub(
@@ -67,6 +89,8 @@ pub(super) struct Window {
 
 pub(super) struct Docket {
     pub(super) pool: sqlx::PgPool,
+    /// Where it serves (`http://127.0.0.1:PORT`).
+    pub(super) base_url: String,
     uploader: Uploader,
     admin_url: String,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -96,13 +120,11 @@ impl Docket {
             .connect(&url)
             .await
             .context("connecting to the scratch database")?;
-        let uploader = Uploader::new(
-            &format!("http://{address}"),
-            None,
-            indicatif::ProgressBar::hidden(),
-        )?;
+        let base_url = format!("http://{address}");
+        let uploader = Uploader::new(&base_url, None, indicatif::ProgressBar::hidden())?;
         Ok(Docket {
             pool,
+            base_url,
             uploader,
             admin_url: database_url.to_owned(),
             stop,
@@ -112,24 +134,18 @@ impl Docket {
 
     /// Uploads every document; all must be accepted as new.
     pub(super) async fn upload(&self, documents: Vec<(String, String)>) -> anyhow::Result<()> {
-        let mut documents = documents.into_iter().peekable();
-        while documents.peek().is_some() {
-            let batch: Vec<UploadFile> = documents
-                .by_ref()
-                .take(UPLOAD_BATCH)
-                .map(|(filename, text)| UploadFile {
-                    filename,
-                    body: UploadBody::Bytes(text.into_bytes()),
-                })
-                .collect();
-            for outcome in self.uploader.upload(batch).await? {
-                anyhow::ensure!(
-                    matches!(outcome, docket::ingest::FileOutcome::New { .. }),
-                    "a generated document was not stored as new: {outcome:?}"
-                );
-            }
-        }
-        Ok(())
+        upload_with(&self.uploader, documents).await
+    }
+
+    /// [`Docket::upload`] into the collection `name`.
+    pub(super) async fn upload_into(
+        &self,
+        name: &str,
+        documents: Vec<(String, String)>,
+    ) -> anyhow::Result<()> {
+        let uploader = Uploader::new(&self.base_url, None, indicatif::ProgressBar::hidden())?
+            .into_collection(name);
+        upload_with(&uploader, documents).await
     }
 
     /// Waits (at most 120 s) for the first answered embedding request, then measures `seconds`:

@@ -27,6 +27,7 @@
 //! [`docket`].
 
 mod docket;
+pub mod fairness;
 mod fleet;
 
 use std::num::NonZeroU32;
