@@ -11,7 +11,6 @@ create table tokens (
     -- nothing at all, never everything).
     all_collections boolean not null,
     created_at timestamptz not null default now(),
-    last_used_at timestamptz,
 
     constraint tokens_pkey primary key (id),
     constraint tokens_name_key unique (name),

@@ -525,3 +525,74 @@ async fn a_replica_behind_on_a_deletion_or_lagging_never_answers(pool: PgPool) {
     .await;
     replica_pool.close().await;
 }
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn a_reader_searching_through_the_replica_sees_only_its_collection(pool: PgPool) {
+    // Two collections, each with a document, written before the replica is copied.
+    let writer = TestApp::builder(pool.clone()).spawn().await;
+    for name in ["a", "b"] {
+        docket::collections::create(&pool, name)
+            .await
+            .expect("collection");
+    }
+    let mine = crate::access::upload_into(
+        &writer,
+        None,
+        "a",
+        "lamp.txt",
+        "The lighthouse lamp is cleaned every morning.",
+    )
+    .await;
+    let theirs = crate::access::upload_into(
+        &writer,
+        None,
+        "b",
+        "keeper.txt",
+        "The lighthouse keeper climbs the spiral stairs at dusk.",
+    )
+    .await;
+    writer.worker().await.run_until_idle().await;
+    let reader = docket::access::tokens::create(
+        &pool,
+        "reader-a",
+        docket::access::Role::Reader,
+        &["a".to_owned()],
+    )
+    .await
+    .expect("token");
+    let replica = StreamingReplica::start(&pool).await;
+    let searcher = searcher_with(&pool, &replica, Duration::from_secs(120)).await;
+    let replicas = replicas_of(&searcher);
+    let api = TestApp::builder(pool.clone())
+        .searcher(searcher)
+        .spawn()
+        .await;
+    wait_until_usable(&replicas).await;
+
+    for mode in ["text", "vector", "hybrid"] {
+        for group in ["", "&group=document"] {
+            let response = api
+                .client
+                .get(api.url(&format!(
+                    "/api/search?q=lighthouse+keeper+spiral+stairs&mode={mode}{group}"
+                )))
+                .bearer_auth(&reader)
+                .send()
+                .await
+                .expect("search");
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = response.text().await.expect("body");
+            assert!(!body.contains("keeper.txt"), "{mode}{group}: {body}");
+            assert!(
+                !body.contains(&format!("\"document_id\":{theirs}")),
+                "{mode}{group}: {body}"
+            );
+            assert!(body.contains(&format!("\"document_id\":{mine}")), "{body}");
+        }
+    }
+    assert!(
+        replicas.status()[0].searches >= 6,
+        "the replica answered: {:?}",
+        replicas.status()
+    );
+}
