@@ -6,6 +6,7 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { start, waitForStatus, FIXTURES, OUTPUT, PIPELINE_TIMEOUT } from "./harness.mjs";
 
@@ -37,7 +38,7 @@ async function search(q, mode = "text") {
 test("1. a scan's OCR text is readable in the document view, its page marked as read by OCR", async () => {
   await upload([path.join(FIXTURES, "pdf/c02-22.pdf")]);
   await waitForStatus(page, "c02-22.pdf", "ready");
-  await page.getByRole("link", { name: "c02-22.pdf" }).click();
+  await page.locator("#doc-list").getByRole("link", { name: "c02-22.pdf" }).click();
   await page.getByRole("link", { name: "Read the extracted text" }).click();
   const section = page.locator('#read-text section[data-page="1"]');
   await section.waitFor();
@@ -72,7 +73,7 @@ test("1. a Markdown hit opens the view scrolled to its passage, marked", async (
 test("2. upload rows follow their document to ready and failed: reason, and can be cleared", async () => {
   await upload([
     { name: "row-ready.txt", mimeType: "text/plain", buffer: Buffer.from("A row that should end ready, with words enough.\n") },
-    path.join(FIXTURES, "malformed/invalid.pdf"),
+    { name: "invalid.pdf", mimeType: "application/pdf", buffer: readFileSync(path.join(FIXTURES, "malformed/invalid.pdf")) },
   ]);
   const row = (name) => page.locator("#uploads li", { has: page.locator(".name", { hasText: name }) });
   await row("row-ready.txt").locator(".outcome", { hasText: /^Ready/ }).waitFor({ timeout: PIPELINE_TIMEOUT });
@@ -83,7 +84,7 @@ test("2. upload rows follow their document to ready and failed: reason, and can 
 
 test("3. a deleted document, and Back to it, show it gone with no actions", async () => {
   await page.click("#nav-documents");
-  await page.getByRole("link", { name: "row-ready.txt" }).click();
+  await page.locator("#doc-list").getByRole("link", { name: "row-ready.txt" }).click();
   await page.getByRole("button", { name: "Delete this document" }).click();
   await page.getByRole("button", { name: "Yes, delete" }).click();
   await page.locator("#detail-gone").waitFor();
@@ -123,7 +124,7 @@ test("5. a permanent failure shows advice instead of Retry, and no internal code
 
 test("6. the extraction note agrees with the extractor and is not drawn as an error", async () => {
   await page.click("#nav-documents");
-  await page.getByRole("link", { name: "c02-22.pdf" }).click();
+  await page.locator("#doc-list").getByRole("link", { name: "c02-22.pdf" }).click();
   const note = page.locator("#detail-facts dd.note");
   await note.waitFor();
   assert.equal(await note.textContent(), "page 1: no text layer; read by OCR");
@@ -181,7 +182,9 @@ test("9. the list filters by name, step and type, sorts, and pages past 200 docu
     await app.uploadTexts(files);
   }
   await page.click("#nav-documents");
-  await page.waitForFunction(() => / of 2\d\d$/.test(document.getElementById("page-where").textContent));
+  await page.waitForFunction(() => / of 2\d\d$/.test(document.getElementById("page-where").textContent)).catch(async (err) => {
+    throw new Error(`${err.message}; the pager says ${await page.textContent("#page-where")}`);
+  });
   await page.getByLabel("Sort").selectOption("name");
   await page.getByLabel("Name contains").fill("bulk-");
   await page.waitForFunction(() => document.getElementById("page-where").textContent === "1–50 of 210");
