@@ -166,10 +166,23 @@ function listQuery() {
   return params;
 }
 
+/** Answers to older list requests (a filter typed on, a page turned again) are dropped. */
+let listRequest = 0;
+let shownFilters = null;
+
 async function refreshDocuments() {
   followUploads();
+  // Other filters than the last shown start again at the first page, whoever refreshes first
+  // (the filter's own handler, or a live event while the person types).
+  const filters = listQuery();
+  filters.delete("offset");
+  if (filters.toString() !== shownFilters) listOffset = 0;
+  shownFilters = filters.toString();
+  const serial = ++listRequest;
+  const offset = listOffset;
   try {
     const { documents, total } = await api(`/api/documents?${listQuery()}`);
+    if (serial !== listRequest) return;
     const rows = documents.map((doc) => {
       const row = el("tr");
       row.dataset.id = String(doc.id);
@@ -187,10 +200,10 @@ async function refreshDocuments() {
     $("doc-empty").textContent = filtered ? "No documents match these filters." : "No documents yet.";
     $("doc-empty").hidden = documents.length > 0;
     const counts = STEPS.map((step) => `${step} ${documents.filter((d) => d.status === step).length}`);
-    const first = documents.length === 0 ? 0 : listOffset + 1;
-    $("page-where").textContent = `${first}–${listOffset + documents.length} of ${total}`;
-    $("page-prev").disabled = listOffset === 0;
-    $("page-next").disabled = listOffset + documents.length >= total;
+    const first = documents.length === 0 ? 0 : offset + 1;
+    $("page-where").textContent = `${first}–${offset + documents.length} of ${total}`;
+    $("page-prev").disabled = offset === 0;
+    $("page-next").disabled = offset + documents.length >= total;
     $("doc-counts").textContent = `${documents.length} shown of ${total}: ${counts.join(", ")}`;
   } catch (err) {
     reportError("Could not load the documents", err);
@@ -215,14 +228,10 @@ function showTypeFilter(formats) {
 let filterTimer = null;
 $("doc-filter").addEventListener("input", () => {
   clearTimeout(filterTimer);
-  filterTimer = setTimeout(() => {
-    listOffset = 0;
-    refreshDocuments();
-  }, 250);
+  filterTimer = setTimeout(refreshDocuments, 250);
 });
 $("doc-filter").addEventListener("submit", (event) => {
   event.preventDefault();
-  listOffset = 0;
   refreshDocuments();
 });
 $("page-prev").addEventListener("click", () => {
