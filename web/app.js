@@ -618,7 +618,7 @@ function scheduleItem(schedule) {
   const path = `/api/schedules/${encodeURIComponent(schedule.name)}`;
   const runNow = el("button", "Run now");
   runNow.type = "button";
-  runNow.setAttribute("aria-label", `Run ${schedule.name} now`);
+  runNow.setAttribute("aria-label", `Run now: ${schedule.name}`);
   runNow.addEventListener("click", async () => {
     runNow.disabled = true;
     try {

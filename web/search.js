@@ -59,7 +59,7 @@ function hitNode(hit, switching) {
   const label = hit.location || `page ${hit.page}`;
   const read = el("a", "show in the text", "read");
   read.href = `#read/${hit.document_id}?at=${hit.chunk_index}`;
-  read.setAttribute("aria-label", `Show ${label} of ${visibleName(hit.filename)} in the extracted text`);
+  read.setAttribute("aria-label", `show in the text: ${label} of ${visibleName(hit.filename)}`);
   const open = el("a", hit.content_type === "application/pdf" ? `PDF at page ${hit.page}` : "original file", "open");
   open.href = `/api/documents/${hit.document_id}/file`;
   open.setAttribute("aria-label", `${open.textContent} of ${visibleName(hit.filename)}`);

@@ -391,7 +391,7 @@ test("a model switch shows its progress, search still finds documents, and Run n
   await page.click("#nav-schedules");
   const item = page.locator('#schedule-list li[data-name="nightly-reembed"]');
   await item.waitFor();
-  await item.getByRole("button", { name: "Run nightly-reembed now" }).click();
+  await item.getByRole("button", { name: "Run now: nightly-reembed" }).click();
   await page.waitForFunction(() => document.getElementById("schedule-status").dataset.jobId);
   const jobId = await page.getAttribute("#schedule-status", "data-job-id");
   assert.match(await page.textContent("#schedule-status"), new RegExp(`job #${jobId} enqueued`));
