@@ -296,8 +296,7 @@ async fn embedding_failed(
             let (code, message) = (err.code(), err.to_string());
             let failure = (code, message.as_str());
             let permanent = err.is_permanent();
-            super::settle::failed_step(&mut conn, id, job.id, Step::Embed, failure, permanent)
-                .await
+            super::settle::failed_step(&mut conn, id, job.id, Step::Embed, failure, permanent).await
         }
         Err(err) => Err(err),
     };

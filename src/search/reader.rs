@@ -260,7 +260,10 @@ mod tests {
         let (sections, next) = stitch(&rows, 0, Some(&[2]));
         assert_eq!(next, None);
         assert_eq!(sections.len(), 2);
-        assert_eq!(sections[0].text, "Alpha beta gamma. Delta epsilon zeta eta.");
+        assert_eq!(
+            sections[0].text,
+            "Alpha beta gamma. Delta epsilon zeta eta."
+        );
         assert_eq!(sections[0].label, "page 1");
         assert_eq!(sections[0].ocr, Some(false));
         let second: String = sections[0]
@@ -271,7 +274,10 @@ mod tests {
             .collect();
         assert_eq!(second, "Delta epsilon zeta eta.");
         assert_eq!(sections[1].ocr, Some(true));
-        assert_eq!(sections[1].chunks[0].end, "한국어 문장입니다.".chars().count());
+        assert_eq!(
+            sections[1].chunks[0].end,
+            "한국어 문장입니다.".chars().count()
+        );
     }
 
     #[test]

@@ -22,7 +22,10 @@ async fn the_list_filters_by_name_step_and_type_and_sorts(pool: PgPool) {
     let (status, body) = api
         .upload(&[
             ("Heron notes.txt", b"Herons wade.".to_vec()),
-            ("crane NOTES.md", b"# Cranes\n\nCranes dance, and dance again.".to_vec()),
+            (
+                "crane NOTES.md",
+                b"# Cranes\n\nCranes dance, and dance again.".to_vec(),
+            ),
             ("broken.pdf", fixture("malformed/invalid.pdf")),
         ])
         .await;
@@ -92,7 +95,9 @@ async fn the_list_pages_past_two_hundred_documents(pool: PgPool) {
     let mut seen = Vec::new();
     for offset in (0..210).step_by(100) {
         let body: Value = api
-            .get_json(&format!("/api/documents?sort=name&limit=100&offset={offset}"))
+            .get_json(&format!(
+                "/api/documents?sort=name&limit=100&offset={offset}"
+            ))
             .await;
         assert_eq!(body["total"], 210);
         seen.extend(names(&body));

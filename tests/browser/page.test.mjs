@@ -283,7 +283,7 @@ test("results are grouped by document, so one long document does not fill the fi
 
 test("a job that failed for the file's own reason offers advice, not a Retry that cannot help", async () => {
   await page.click("#nav-documents");
-  await page.getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
+  await page.locator("#doc-list").getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
   const dead = page.locator('#detail-jobs li[data-status="dead"]');
   await dead.first().waitFor({ timeout: PIPELINE_TIMEOUT });
   await dead.first().locator(".advice").waitFor();
@@ -305,7 +305,7 @@ test("a file name holding markup shows as text and runs nothing", async () => {
     EVIL_NAME,
   );
   await waitForStatus(EVIL_NAME, "ready");
-  await page.getByRole("link", { name: EVIL_NAME }).click();
+  await page.locator("#doc-list").getByRole("link", { name: EVIL_NAME }).click();
   await page.waitForFunction((name) => document.getElementById("detail-heading").textContent === name, EVIL_NAME);
   assert.equal(await page.evaluate(() => window.__xss), undefined, "no injected script ran");
   assert.equal(await page.locator("main img, main script").count(), 0, "no element came from the name");
