@@ -89,7 +89,8 @@ pub struct Document {
     #[serde(serialize_with = "hex_bytes")]
     pub sha256: Vec<u8>,
     pub status: DocumentStatus,
-    /// `null` or `{ "code", "message" }`: why a step failed.
+    /// `null` or `{ "code", "message", "permanent" }`: why a step failed, and whether running
+    /// it again on the same bytes cannot help (absent for failures recorded before docket said).
     pub error: Option<serde_json::Value>,
     pub extractor: Option<String>,
     pub page_count: Option<i32>,
@@ -234,29 +235,98 @@ pub async fn get(
         .await
 }
 
-/// A page of the documents within `reach`, newest first, keyset-paginated by id.
+/// How a list of documents is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sort {
+    /// Newest upload first (the default).
+    #[default]
+    Newest,
+    Oldest,
+    /// By file name, A to Z (case-insensitive), then newest first.
+    Name,
+    /// Largest first.
+    Size,
+}
+
+impl Sort {
+    fn as_str(self) -> &'static str {
+        match self {
+            Sort::Newest => "newest",
+            Sort::Oldest => "oldest",
+            Sort::Name => "name",
+            Sort::Size => "size",
+        }
+    }
+}
+
+/// Which documents a list holds and in what order: every filter of `GET /api/documents` is a
+/// field here, so a new one is one field and one line of [`list`]'s `where`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<DocumentStatus>,
+    /// A part of the file name, any case.
+    pub name: Option<String>,
+    /// Any of these content types (empty: all).
+    pub content_types: Vec<String>,
+    pub sort: Sort,
+    /// Keyset cursor for the newest-first order: ids below this one.
+    pub before: Option<DocumentId>,
+    /// Rows to skip, for the other orders.
+    pub offset: i64,
+}
+
+/// A page of the documents within `reach` matching `filter`, in its order; with how many
+/// match in all (within `reach` too: a count says nothing of other collections).
 pub async fn list(
     pool: &PgPool,
     reach: &Reach,
-    status: Option<DocumentStatus>,
-    before: Option<DocumentId>,
+    filter: &ListFilter,
     limit: i64,
-) -> Result<Vec<Document>, sqlx::Error> {
-    documents_query!(
+) -> Result<(Vec<Document>, i64), sqlx::Error> {
+    let status = filter.status.map(DocumentStatus::as_str);
+    let name = filter.name.as_deref().filter(|n| !n.is_empty());
+    let types = &filter.content_types[..];
+    let documents = documents_query!(
         "select",
         "from documents
          where ($1::text is null or status = $1)
-           and ($2::bigint is null or id < $2)
-           and ($4::bigint[] is null or collection_id = any($4))
-         order by id desc
-         limit $3",
-        status.map(DocumentStatus::as_str),
-        before.map(|id| id.0),
+           and ($2::text is null or strpos(lower(filename), lower($2)) > 0)
+           and (cardinality($3::text[]) = 0 or content_type = any($3))
+           and ($4::bigint is null or id < $4)
+           and ($8::bigint[] is null or collection_id = any($8))
+         order by case when $5 = 'name' then lower(filename) end asc,
+                  case when $5 = 'size' then byte_size end desc,
+                  case when $5 = 'oldest' then id end asc,
+                  id desc
+         offset $6
+         limit $7",
+        status,
+        name,
+        types,
+        filter.before.map(|id| id.0),
+        filter.sort.as_str(),
+        filter.offset,
         limit,
         reach.ids(),
     )
     .fetch_all(pool)
-    .await
+    .await?;
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "total!"
+           from documents
+           where ($1::text is null or status = $1)
+             and ($2::text is null or strpos(lower(filename), lower($2)) > 0)
+             and (cardinality($3::text[]) = 0 or content_type = any($3))
+             and ($4::bigint[] is null or collection_id = any($4))"#,
+        status,
+        name,
+        types,
+        reach.ids(),
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((documents, total))
 }
 
 /// The original bytes of a document.
@@ -368,6 +438,8 @@ pub struct Extraction<'a> {
     pub page_count: i32,
     /// Why pages were read by OCR, when some were.
     pub note: Option<&'a str>,
+    /// The pages OCR read (1-based), in order; empty when none was.
+    pub ocr_pages: &'a [i32],
 }
 
 /// The text is extracted and chunked (in the caller's transaction): `embedding`, with what the
@@ -381,12 +453,13 @@ pub async fn mark_embedding(
     let updated = sqlx::query!(
         "update documents
          set status = 'embedding', error = null, extractor = $2, page_count = $3,
-             progress = null, extract_note = $4
+             progress = null, extract_note = $4, ocr_pages = $5
          where id = $1",
         id.0,
         extraction.extractor,
         extraction.page_count,
         extraction.note,
+        extraction.ocr_pages,
     )
     .execute(executor)
     .await?
@@ -424,23 +497,30 @@ pub enum Step {
 /// (it is no longer in the step) or, for embedding, it is searchable under some version (a
 /// complete set for its current chunks), which makes it `ready` instead: a failed embed under
 /// one version must not fail a document people can find. Whether another job of the step still
-/// speaks for the document is the caller's to check first. Returns whether it changed.
+/// speaks for the document is the caller's to check first. `permanent` says that running the
+/// step again on the same bytes cannot help (the file's own fault, or a refusal by the
+/// provider), so a client offers advice rather than a retry; it is stored as the error's
+/// `permanent`. Returns whether it changed.
 pub async fn fail_step(
     executor: impl PgExecutor<'_>,
     id: DocumentId,
     step: Step,
     code: &str,
     message: &str,
+    permanent: bool,
 ) -> Result<bool, sqlx::Error> {
     let updated = match step {
         Step::Extract => sqlx::query!(
             "update documents
-             set status = 'failed', error = jsonb_build_object('code', $2::text, 'message', $3::text)
+             set status = 'failed',
+                 error = jsonb_build_object('code', $2::text, 'message', $3::text,
+                                            'permanent', $4::bool)
              where id = $1
                and status in ('uploaded', 'extracting')",
             id.0,
             code,
             message,
+            permanent,
         ),
         Step::Embed => sqlx::query!(
             "with searchable as (
@@ -449,13 +529,15 @@ pub async fn fail_step(
              update documents
              set status = case when searchable.yes then 'ready' else 'failed' end,
                  error = case when searchable.yes then null
-                              else jsonb_build_object('code', $2::text, 'message', $3::text) end
+                              else jsonb_build_object('code', $2::text, 'message', $3::text,
+                                                      'permanent', $4::bool) end
              from searchable
              where id = $1
                and status = 'embedding'",
             id.0,
             code,
             message,
+            permanent,
         ),
     }
     .execute(executor)

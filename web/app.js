@@ -1,6 +1,11 @@
 // docket's page: upload, watch documents move through the pipeline, search, fix failures, run
 // and pause schedules, and follow a switch of the embedding model.
 //
+// This file holds what every view shares (the API, the header, routing, the document detail,
+// jobs, schedules, live updates); names.js shows file names safely, list.js the uploads and the
+// document list, reader.js the extracted text, search.js the search view. They are classic
+// scripts loaded in that order; the page starts once all are in (DOMContentLoaded).
+//
 // Rules this file keeps: it talks only to docket's own API; every value from the server or a
 // file is put in the page with textContent (never innerHTML), so a file named "<script>…"
 // shows as text; errors appear in the page, never as alerts; no inline script or style (the
@@ -127,6 +132,7 @@ function showFormats(formats) {
   $("drop-zone").querySelector("span").textContent = `Drop files here, or choose files: ${list}`;
   const accept = formats.flatMap((f) => [...f.extensions, ...f.mime]);
   $("file-input").setAttribute("accept", accept.join(","));
+  showTypeFilter(formats);
 }
 
 async function refreshInfo() {
@@ -216,19 +222,35 @@ function refreshHeader() {
 
 // ---- Views (hash routing) -------------------------------------------------------------------
 
-const VIEWS = ["documents", "detail", "search", "jobs", "schedules"];
+const VIEWS = ["documents", "detail", "read", "search", "jobs", "schedules"];
 const NAV = ["documents", "search", "jobs", "schedules"];
-let current = { view: "documents", id: null };
+let current = { view: "documents", id: null, query: "" };
+
+/** The view the address names: `#document/ID`, `#read/ID?at=N`, `#search?q=…&mode=…`, … */
+function parseHash(hash) {
+  const [path, query = ""] = hash.replace(/^#/, "").split(/\?(.*)/s);
+  const match = /^(document|read)\/(\d+)$/.exec(path);
+  if (match) return { view: match[1] === "document" ? "detail" : "read", id: Number(match[2]), query };
+  if (VIEWS.includes(path) && path !== "detail" && path !== "read") return { view: path, id: null, query };
+  return { view: "documents", id: null, query: "" };
+}
 
 function route() {
-  const hash = location.hash.replace(/^#/, "");
-  const match = /^document\/(\d+)$/.exec(hash);
-  if (match) current = { view: "detail", id: Number(match[1]) };
-  else if (VIEWS.includes(hash) && hash !== "detail") current = { view: hash, id: null };
-  else current = { view: "documents", id: null };
+  const before = current.view;
+  current = parseHash(location.hash);
   for (const view of VIEWS) $(`view-${view}`).hidden = view !== current.view;
+  // A new view takes the keyboard to its heading, as a new page would.
+  if (before !== current.view) {
+    const heading = $(`view-${current.view}`).querySelector("h2");
+    if (heading && document.activeElement === document.body) {
+      heading.tabIndex = -1;
+      heading.focus({ preventScroll: true });
+    }
+  }
+  if (current.view === "search") showSearch(current.query);
+  if (current.view === "read") showReader(current.id, current.query);
   for (const link of NAV) {
-    const active = current.view === link || (link === "documents" && current.view === "detail");
+    const active = current.view === link || (link === "documents" && (current.view === "detail" || current.view === "read"));
     if (active) $(`nav-${link}`).setAttribute("aria-current", "page");
     else $(`nav-${link}`).removeAttribute("aria-current");
   }
@@ -243,6 +265,7 @@ function refreshView() {
   if (current.view === "detail") return refreshDetail(current.id);
   if (current.view === "jobs") return refreshJobs();
   if (current.view === "schedules") return refreshSchedules();
+  // The reader and search show what was asked for; live changes do not redo them.
   return Promise.resolve();
 }
 
@@ -253,130 +276,6 @@ function refreshAll() {
 
 window.addEventListener("hashchange", route);
 
-// ---- Uploads --------------------------------------------------------------------------------
-
-function upload(file) {
-  const item = el("li");
-  const name = el("span", file.name, "name");
-  const bar = el("progress");
-  bar.max = 100;
-  bar.value = 0;
-  bar.setAttribute("aria-label", `Upload progress of ${file.name}`);
-  const outcome = el("span", "Uploading…", "outcome");
-  outcome.setAttribute("role", "status");
-  item.append(name, bar, outcome);
-  $("uploads").prepend(item);
-
-  const form = new FormData();
-  form.append("file", file, file.name);
-  const request = new XMLHttpRequest();
-  request.open("POST", "/api/documents");
-  for (const [key, value] of Object.entries(authHeaders())) request.setRequestHeader(key, value);
-  request.setRequestHeader("Accept", "application/json");
-  request.upload.addEventListener("progress", (event) => {
-    if (event.lengthComputable) bar.value = Math.round((event.loaded / event.total) * 100);
-  });
-  request.addEventListener("load", () => {
-    bar.value = 100;
-    let body = null;
-    try {
-      body = JSON.parse(request.responseText);
-    } catch {
-      body = null;
-    }
-    if (request.status === 401) {
-      askForToken();
-      outcome.textContent = "Rejected: an access token is needed; enter it and upload again.";
-      outcome.classList.add("error");
-      return;
-    }
-    const result = body && body.results && body.results[0];
-    if (result && result.error) {
-      outcome.textContent = `Rejected: ${result.error.message}`;
-      outcome.classList.add("error");
-    } else if (result && result.duplicate) {
-      outcome.textContent = "Already uploaded: the same bytes are a document already.";
-    } else if (result && result.document) {
-      outcome.textContent = "Uploaded; processing…";
-    } else {
-      const message = body && body.error ? body.error.message : `the server answered ${request.status}`;
-      outcome.textContent = `Rejected: ${message}`;
-      outcome.classList.add("error");
-    }
-    refreshDocuments();
-  });
-  request.addEventListener("error", () => {
-    outcome.textContent = "Failed: the connection was lost during the upload.";
-    outcome.classList.add("error");
-  });
-  request.send(form);
-}
-
-function uploadAll(files) {
-  for (const file of files) upload(file);
-}
-
-$("file-input").addEventListener("change", (event) => {
-  uploadAll(Array.from(event.target.files));
-  event.target.value = "";
-});
-
-const dropZone = $("drop-zone");
-for (const type of ["dragenter", "dragover"]) {
-  dropZone.addEventListener(type, (event) => {
-    event.preventDefault();
-    dropZone.classList.add("over");
-  });
-}
-for (const type of ["dragleave", "drop"]) {
-  dropZone.addEventListener(type, () => dropZone.classList.remove("over"));
-}
-dropZone.addEventListener("drop", (event) => {
-  event.preventDefault();
-  if (event.dataTransfer) uploadAll(Array.from(event.dataTransfer.files));
-});
-
-// ---- Document list --------------------------------------------------------------------------
-
-// "OCR 3 of 10 pages" while a long step runs; the server clears progress when it ends.
-function progressText(doc) {
-  const p = doc.progress;
-  if (doc.status !== "extracting" || !p || p.step !== "ocr") return null;
-  return `OCR ${p.done} of ${p.total} page${p.total === 1 ? "" : "s"}`;
-}
-
-function statusCell(doc) {
-  const cell = el("td", null, `status status-${doc.status}`);
-  cell.append(el("span", doc.status));
-  const progress = progressText(doc);
-  if (progress) cell.append(el("span", progress, "reason"));
-  if (doc.error && doc.error.message) cell.append(el("span", doc.error.message, "reason"));
-  return cell;
-}
-
-async function refreshDocuments() {
-  try {
-    const { documents } = await api("/api/documents?limit=200");
-    const rows = documents.map((doc) => {
-      const row = el("tr");
-      row.dataset.id = String(doc.id);
-      row.dataset.status = doc.status;
-      const name = el("td", null, "name");
-      const link = el("a", doc.filename);
-      link.href = `#document/${doc.id}`;
-      name.append(link);
-      row.append(name, statusCell(doc), el("td", formatBytes(doc.byte_size)), el("td", formatTime(doc.created_at)));
-      return row;
-    });
-    document.querySelector("#doc-list tbody").replaceChildren(...rows);
-    $("doc-empty").hidden = documents.length > 0;
-    const counts = STEPS.map((step) => `${step} ${documents.filter((d) => d.status === step).length}`);
-    $("doc-counts").textContent = `${documents.length} shown: ${counts.join(", ")}`;
-  } catch (err) {
-    reportError("Could not load the documents", err);
-  }
-}
-
 // ---- Document detail ------------------------------------------------------------------------
 
 function fact(list, term, value) {
@@ -385,12 +284,49 @@ function fact(list, term, value) {
   return dd;
 }
 
-function jobItem(job, afterRetry) {
+/** Jobs a person retried from this page, by id: their outcome is shown when it comes. */
+const retried = new Set();
+
+/** The document a job works on, if its payload names one. */
+function jobDocumentId(job) {
+  const id = job.payload && job.payload.document_id;
+  return Number.isInteger(id) ? id : null;
+}
+
+/** What happened to a retried job since, in words; `null` for one nobody retried here. */
+function retryOutcome(job) {
+  if (!retried.has(job.id)) return null;
+  if (job.status === "done") return "Retried: this time it succeeded.";
+  if (job.status === "dead") return `Retried: it failed again${job.last_error ? `: ${job.last_error}` : ""}.`;
+  if (job.status === "cancelled") return "Retried, then cancelled.";
+  return `Retried: ${job.status === "running" ? "running again" : "waiting to run"}…`;
+}
+
+/**
+ * A job: its kind and document, status, attempts and errors; Retry where a run can help. When
+ * its document failed for a reason the API marks permanent (the file's own fault: encrypted,
+ * malformed, no text), the same bytes fail the same way, so advice replaces the button.
+ * `doc` is the job's document when known, `null` when it is gone.
+ */
+function jobItem(job, afterRetry, doc) {
   const item = el("li");
   item.dataset.jobId = String(job.id);
   item.dataset.status = job.status;
   const title = el("p");
-  title.append(el("strong", `${job.kind} #${job.id}`), ` — ${job.status}, `);
+  const documentId = jobDocumentId(job);
+  title.append(el("strong", `${job.kind} #${job.id}`));
+  if (documentId !== null) {
+    title.append(" of ");
+    if (doc) {
+      const link = el("a", null, "job-document");
+      link.href = `#document/${documentId}`;
+      link.append(nameNode(doc.filename));
+      title.append(link);
+    } else {
+      title.append(el("span", `document ${documentId} (deleted)`, "job-document"));
+    }
+  }
+  title.append(` — ${job.status}, `);
   title.append(el("span", `attempts ${job.attempts} of ${job.max_attempts}`, "attempts"));
   item.append(title);
   if (job.last_error) item.append(el("p", `Last error: ${job.last_error}`, "error"));
@@ -405,26 +341,38 @@ function jobItem(job, afterRetry) {
     details.append(list);
     item.append(details);
   }
-  if (job.status === "dead" || job.status === "cancelled") {
-    const retry = el("button", "Retry");
-    retry.type = "button";
-    retry.setAttribute("aria-label", `Retry ${job.kind} job ${job.id}`);
-    const note = el("span", "", "outcome");
-    note.setAttribute("role", "status");
-    retry.addEventListener("click", async () => {
-      retry.disabled = true;
-      note.textContent = " Retrying…";
-      try {
-        await api(`/api/jobs/${job.id}/retry`, { method: "POST" });
-        note.textContent = " Queued again.";
-        afterRetry();
-      } catch (err) {
-        note.textContent = ` Could not retry: ${err.message}`;
-        retry.disabled = false;
-      }
-    });
-    item.append(retry, note);
+  const outcome = retryOutcome(job);
+  if (outcome) item.append(el("p", outcome, "retry-outcome"));
+  if (job.status !== "dead" && job.status !== "cancelled") return item;
+  const permanent = doc && doc.status === "failed" && doc.error && doc.error.permanent === true;
+  if (permanent) {
+    item.append(el(
+      "p",
+      `Retrying cannot help: ${doc.error.message}. The same file fails the same way; upload a corrected copy, or delete this document.`,
+      "advice",
+    ));
+    return item;
   }
+  if (documentId !== null && !doc) return item; // its document is gone: nothing to act on
+  const retry = el("button", "Retry");
+  retry.type = "button";
+  retry.setAttribute("aria-label", `Retry ${job.kind} job ${job.id}`);
+  const note = el("span", "", "outcome");
+  note.setAttribute("role", "status");
+  retry.addEventListener("click", async () => {
+    retry.disabled = true;
+    note.textContent = " Retrying…";
+    try {
+      await api(`/api/jobs/${job.id}/retry`, { method: "POST" });
+      retried.add(job.id);
+      note.textContent = " Queued again.";
+      afterRetry();
+    } catch (err) {
+      note.textContent = ` Could not retry: ${err.message}`;
+      retry.disabled = false;
+    }
+  });
+  item.append(retry, note);
   return item;
 }
 
@@ -433,7 +381,11 @@ async function refreshDetail(id) {
   try {
     const doc = await api(`/api/documents/${id}`);
     if (current.view !== "detail" || current.id !== id) return;
-    $("detail-heading").textContent = doc.filename;
+    $("detail-gone").hidden = true;
+    $("detail-body").hidden = false;
+    $("detail-heading").replaceChildren(nameNode(doc.filename));
+    $("detail-heading").dataset.filename = doc.filename;
+    $("detail-read").href = `#read/${doc.id}`;
     const facts = $("detail-facts");
     facts.replaceChildren();
     const progress = progressText(doc);
@@ -443,12 +395,13 @@ async function refreshDetail(id) {
     fact(facts, "Pages", doc.page_count == null ? "–" : doc.page_count);
     fact(facts, "Chunks", doc.chunk_count);
     fact(facts, "Extractor", doc.extractor || "–");
-    if (doc.extract_note) fact(facts, "Extraction note", doc.extract_note);
+    const note = extractionNote(doc);
+    if (note) fact(facts, "Extraction note", note).className = "note";
     fact(facts, "Uploaded", formatTime(doc.created_at));
     fact(facts, "SHA-256", doc.sha256);
     const error = $("detail-error");
     error.hidden = !doc.error;
-    error.textContent = doc.error ? `This document failed: ${doc.error.message} (${doc.error.code})` : "";
+    error.textContent = doc.error ? `This document failed: ${doc.error.message}` : "";
     $("detail-file").href = `/api/documents/${doc.id}/file`;
     const sets = doc.embedding_sets.map((set) => {
       const row = el("tr");
@@ -467,14 +420,39 @@ async function refreshDetail(id) {
       sets.push(row);
     }
     document.querySelector("#detail-sets tbody").replaceChildren(...sets);
-    $("detail-jobs").replaceChildren(...doc.jobs.map((job) => jobItem(job, () => refreshDetail(id))));
+    const jobs = doc.jobs.map((job) => jobItem({ ...job, payload: { document_id: doc.id } }, () => refreshDetail(id), doc));
+    $("detail-jobs").replaceChildren(...jobs);
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) {
-      showError(`Document ${id} does not exist (any more).`);
+      showGoneDocument(id);
       return;
     }
     reportError("Could not load the document", err);
   }
+}
+
+/**
+ * One extraction note, consistent with the extractor line: while OCR runs, how far it got (as
+ * news, not an error); once done, why pages went to OCR, worded from what the extractor says
+ * actually happened rather than from the settings at the time of the first look.
+ */
+function extractionNote(doc) {
+  const progress = progressText(doc);
+  if (progress) return `${progress}, in progress`;
+  if (!doc.extract_note) return null;
+  const ocrRan = /\bocr\b/i.test(doc.extractor || "");
+  return ocrRan ? doc.extract_note.replace(/; not read \(OCR off\)$/, "; read by OCR") : doc.extract_note;
+}
+
+/** A document that does not exist (deleted, or never was): said so, with nothing to act on. */
+function showGoneDocument(id, name) {
+  $("detail-heading").textContent = "Document gone";
+  $("detail-body").hidden = true;
+  const gone = $("detail-gone");
+  gone.textContent = name
+    ? `“${visibleName(name)}” was deleted, with its text and vectors.`
+    : `Document ${id} does not exist: it was deleted, or never was.`;
+  gone.hidden = false;
 }
 
 // The original file needs the token when one is set; a plain link cannot send it.
@@ -487,7 +465,7 @@ $("detail-file").addEventListener("click", async (event) => {
     const url = URL.createObjectURL(await response.blob());
     const link = el("a");
     link.href = url;
-    link.download = $("detail-heading").textContent;
+    link.download = $("detail-heading").dataset.filename || "document";
     link.click();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   } catch (err) {
@@ -514,133 +492,29 @@ $("delete-no").addEventListener("click", () => {
 $("delete-yes").addEventListener("click", async () => {
   const id = current.id;
   try {
+    const name = $("detail-heading").dataset.filename;
     await api(`/api/documents/${id}`, { method: "DELETE" });
     closeDelete();
-    location.hash = "#documents";
+    // Stay here and say what happened: the view shows the document gone, with no actions.
+    showGoneDocument(id, name);
+    $("detail-gone").tabIndex = -1;
+    $("detail-gone").focus();
   } catch (err) {
     reportError("Could not delete the document", err);
   }
 });
 
-// ---- Search ---------------------------------------------------------------------------------
-
-/** The snippet as DOM nodes: plain text with <mark> around the server's highlight ranges. */
-function snippetNode(hit) {
-  const paragraph = el("p", null, "snippet");
-  const chars = Array.from(hit.snippet || ""); // ranges count characters, not UTF-16 units
-  let at = 0;
-  for (const { start, end } of hit.highlights || []) {
-    if (start < at || end > chars.length || start >= end) continue;
-    paragraph.append(chars.slice(at, start).join(""));
-    paragraph.append(el("mark", chars.slice(start, end).join("")));
-    at = end;
-  }
-  paragraph.append(chars.slice(at).join(""));
-  return paragraph;
-}
-
-/** Opens a hit's original file: a PDF at the hit's page (`#page=N`, which browsers' PDF
- * viewers honour), anything else as a download. Fetched with the token when one is set, since a
- * plain link cannot send it. */
-async function openOriginal(hit) {
-  try {
-    const response = await fetch(`/api/documents/${hit.document_id}/file`, { headers: authHeaders() });
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
-    const blob = await response.blob();
-    const pdf = (hit.content_type || blob.type) === "application/pdf";
-    const url = URL.createObjectURL(pdf ? new Blob([blob], { type: "application/pdf" }) : blob);
-    const link = el("a");
-    if (pdf) {
-      link.href = `${url}#page=${hit.page}`;
-      link.target = "_blank";
-      link.rel = "noopener";
-    } else {
-      link.href = url;
-      link.download = hit.filename;
-    }
-    link.click();
-    setTimeout(() => URL.revokeObjectURL(url), 60000);
-  } catch (err) {
-    reportError("Could not open the file", err);
-  }
-}
-
-/** One passage: where it is (its location, a link that opens the original there) and its
- * snippet. */
-function hitNode(hit, switching) {
-  const item = el("li", null, "hit");
-  item.dataset.documentId = String(hit.document_id);
-  item.dataset.page = String(hit.page);
-  const where = el("p", null, "where");
-  // The location as a person names it ("slide 2", "Sheet1, rows 4–9", a heading path);
-  // plain text has none.
-  if (hit.location) where.append(el("span", hit.location, "page"), " · ");
-  const open = el("a", hit.content_type === "application/pdf" ? `open at page ${hit.page}` : "original file", "open");
-  open.href = `/api/documents/${hit.document_id}/file`;
-  open.addEventListener("click", (event) => {
-    event.preventDefault();
-    openOriginal(hit);
-  });
-  where.append(open);
-  // During a model switch, say which version's vector found the chunk.
-  if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
-  item.append(where, snippetNode(hit));
-  return item;
-}
-
-/** A document's results: its best passage, and the others behind "N more in this document". */
-function groupNode(group, switching) {
-  const [best, ...more] = group.hits;
-  const item = hitNode(best, switching);
-  item.classList.add("group");
-  const title = el("p", null, "title");
-  const link = el("a", group.filename, "filename");
-  link.href = `#document/${group.document_id}`;
-  title.append(link);
-  item.prepend(title);
-  if (more.length > 0) {
-    const details = el("details", null, "more");
-    details.append(el("summary", `${more.length} more in this document`));
-    const list = el("ol", null, "more-hits");
-    list.append(...more.map((hit) => hitNode(hit, switching)));
-    details.append(list);
-    item.append(details);
-  }
-  return item;
-}
-
-$("search-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const q = $("search-q").value.trim();
-  const mode = $("search-mode").value;
-  const status = $("search-status");
-  const results = $("search-results");
-  if (!q) {
-    status.textContent = "Type something to search for.";
-    return;
-  }
-  status.textContent = "Searching…";
-  try {
-    const params = new URLSearchParams({ q, mode, k: "10", group: "document" });
-    const body = await api(`/api/search?${params}`);
-    const versions = Array.isArray(body.versions) ? body.versions : [];
-    const switching = versions.length > 1;
-    const groups = Array.isArray(body.groups) ? body.groups : [];
-    results.replaceChildren(...groups.map((group) => groupNode(group, switching)));
-    const passages = groups.reduce((n, g) => n + g.hits.length, 0);
-    const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
-    const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
-    const count = groups.length === 0
-      ? "No results"
-      : `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
-    status.textContent = `${count} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
-  } catch (err) {
-    results.replaceChildren();
-    status.textContent = `Search failed: ${err.message}`;
-  }
-});
-
 // ---- Jobs -----------------------------------------------------------------------------------
+
+/** The documents jobs name, fetched once each: id → document, or null when it is gone. */
+async function jobDocuments(jobs) {
+  const ids = [...new Set(jobs.map(jobDocumentId).filter((id) => id !== null))];
+  const found = await Promise.all(ids.map((id) => api(`/api/documents/${id}`).catch((err) => {
+    if (err instanceof ApiError && err.status === 404) return null;
+    throw err;
+  })));
+  return new Map(ids.map((id, i) => [id, found[i]]));
+}
 
 async function refreshJobs() {
   try {
@@ -649,6 +523,7 @@ async function refreshJobs() {
       api("/api/jobs?status=dead&limit=50"),
       api("/api/jobs?limit=20"),
     ]);
+    const docs = await jobDocuments([...dead.jobs, ...recent.jobs]);
     const rows = stats.kinds.map((k) => {
       const row = el("tr");
       row.dataset.kind = k.kind;
@@ -660,16 +535,30 @@ async function refreshJobs() {
     document.querySelector("#queue-stats tbody").replaceChildren(...rows);
     const age = stats.oldest_due_age_seconds;
     $("oldest-due").textContent = age == null ? "none" : `${age.toFixed(1)} s`;
-    $("dead-jobs").replaceChildren(...dead.jobs.map((job) => jobItem(job, refreshJobs)));
+    $("dead-jobs").replaceChildren(...dead.jobs.map((job) => jobItem(job, refreshJobs, docs.get(jobDocumentId(job)))));
     $("dead-empty").hidden = dead.jobs.length > 0;
     const recentRows = recent.jobs.map((job) => {
       const row = el("tr");
       row.dataset.jobId = String(job.id);
       row.dataset.kind = job.kind;
       row.dataset.status = job.status;
+      const documentId = jobDocumentId(job);
+      const doc = docs.get(documentId);
+      const what = el("td", null, "name");
+      if (doc) {
+        const link = el("a", null, "job-document");
+        link.href = `#document/${documentId}`;
+        link.append(nameNode(doc.filename));
+        what.append(link);
+      } else if (documentId !== null) {
+        what.append(`document ${documentId} (deleted)`);
+      } else {
+        what.append("–");
+      }
       row.append(
         el("td", `#${job.id}`),
         el("td", job.kind),
+        what,
         el("td", job.status, `status status-${job.status}`),
         el("td", `${job.attempts} of ${job.max_attempts}`),
         el("td", formatTime(job.created_at)),
@@ -729,7 +618,7 @@ function scheduleItem(schedule) {
   const path = `/api/schedules/${encodeURIComponent(schedule.name)}`;
   const runNow = el("button", "Run now");
   runNow.type = "button";
-  runNow.setAttribute("aria-label", `Run ${schedule.name} now`);
+  runNow.setAttribute("aria-label", `Run now: ${schedule.name}`);
   runNow.addEventListener("click", async () => {
     runNow.disabled = true;
     try {
@@ -830,5 +719,8 @@ setInterval(() => {
   if (current.view === "schedules") refreshSchedules();
 }, 5000);
 
-route();
-connectEvents();
+// Every script of the page is in once the document is parsed (they are deferred, in order).
+document.addEventListener("DOMContentLoaded", () => {
+  route();
+  connectEvents();
+});

@@ -50,9 +50,11 @@ async function refreshCollections() {
     option.value = c.name;
     return option;
   });
+  const before = picker.value;
   picker.replaceChildren(all, ...options);
   picker.value = list.some((c) => c.name === wanted) ? wanted : "";
   picker.dataset.loaded = "true";
+  if (picker.value !== before) refreshDocuments();
 
   const rows = list.map((c) => {
     const tokens = (c.embedding_tokens || []).map((t) => `${t.tokens} (${t.model_version})`);
@@ -100,7 +102,7 @@ function setUpCollections() {
       status.textContent = err.message;
     }
   });
-  refreshCollections().catch((err) => showError(err));
+  refreshCollections().catch((err) => showError(err.message));
 }
 
 document.addEventListener("DOMContentLoaded", setUpCollections);

@@ -12,7 +12,7 @@ use super::auth::Caller;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
 use crate::access::Access;
-use crate::documents::{self, Document, DocumentId, DocumentStatus, EmbeddingSet};
+use crate::documents::{self, Document, DocumentId, DocumentStatus, EmbeddingSet, ListFilter};
 use crate::pipeline;
 use crate::queue::by_payload::{self, NamedJob};
 
@@ -24,7 +24,14 @@ pub struct ListQuery {
     /// Only these collections (repeatable); none: every collection the caller may read.
     #[serde(default)]
     collection: Vec<String>,
+    /// A part of the file name, any case.
+    name: Option<String>,
+    /// Content types, comma-separated: documents of any of them.
+    #[serde(rename = "type")]
+    content_type: Option<String>,
+    sort: Option<documents::Sort>,
     before: Option<i64>,
+    offset: Option<i64>,
     limit: Option<i64>,
 }
 
@@ -33,8 +40,10 @@ pub struct ListQuery {
 pub struct DocumentPage {
     /// Newest first.
     pub documents: Vec<Document>,
-    /// The `before` of the following page; none after the last.
+    /// The `before` of the following page (newest first, no offset); none after the last.
     pub next: Option<i64>,
+    /// How many documents match the filters, on every page.
+    pub total: i64,
 }
 
 /// Answer of `GET /api/documents/{id}`: the document's own fields, then what it is made of.
@@ -49,7 +58,9 @@ pub struct DocumentDetail {
     pub jobs: Vec<NamedJob>,
 }
 
-/// `GET /api/documents`: newest first, `next` is the cursor of the following page.
+/// `GET /api/documents?status=&collection=&name=&type=&sort=newest|oldest|name|size&offset=&before=&limit=`:
+/// the matching documents in that order with their `total`; `next` is the keyset cursor of the
+/// following page for the default order.
 pub async fn list(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -65,11 +76,36 @@ pub async fn list(
         })?),
     };
     let limit = page_limit(query.limit)?;
-    let before = query.before.map(DocumentId);
+    let offset = query.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::new(
+            Code::InvalidQuery,
+            "offset must not be negative",
+        ));
+    }
+    let filter = ListFilter {
+        status,
+        name: query.name,
+        content_types: query
+            .content_type
+            .iter()
+            .flat_map(|types| types.split(','))
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect(),
+        sort: query.sort.unwrap_or_default(),
+        before: query.before.map(DocumentId),
+        offset,
+    };
     let reach = access.reach(&state.pool, &query.collection).await?;
-    let documents = documents::list(&state.pool, &reach, status, before, limit).await?;
-    let next = next_cursor(documents.iter().map(|d| d.id.0), limit);
-    Ok(Json(DocumentPage { documents, next }))
+    let (documents, total) = documents::list(&state.pool, &reach, &filter, limit).await?;
+    let keyset = filter.sort == documents::Sort::Newest && offset == 0;
+    let next = next_cursor(documents.iter().map(|d| d.id.0), limit).filter(|_| keyset);
+    Ok(Json(DocumentPage {
+        documents,
+        next,
+        total,
+    }))
 }
 
 /// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs

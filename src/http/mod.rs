@@ -18,6 +18,7 @@ mod jobs;
 mod metrics;
 mod models;
 mod page;
+mod reader;
 pub mod schedules;
 mod search;
 mod state;
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
             get(documents::get).delete(documents::delete),
         )
         .route("/documents/{id}/file", get(documents::file))
+        .route("/documents/{id}/text", get(reader::text))
         .route("/documents/{id}/reprocess", post(documents::reprocess))
         .route("/schedules", get(schedules::list).post(schedules::create))
         .route(
@@ -131,6 +133,11 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
+        .route("/names.js", get(page::names_script))
+        .route("/list.js", get(page::list_script))
+        .route("/reader.js", get(page::reader_script))
+        .route("/search.js", get(page::search_script))
+        .route("/collections.js", get(page::collections_script))
         .route("/app.css", get(page::style))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

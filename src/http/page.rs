@@ -23,6 +23,32 @@ pub async fn script() -> Response {
     )
 }
 
+/// The page's other scripts, one role each (loaded after app.js, which starts the page once
+/// all are in).
+pub async fn names_script() -> Response {
+    script_asset(include_str!("../../web/names.js"))
+}
+
+pub async fn list_script() -> Response {
+    script_asset(include_str!("../../web/list.js"))
+}
+
+pub async fn reader_script() -> Response {
+    script_asset(include_str!("../../web/reader.js"))
+}
+
+pub async fn collections_script() -> Response {
+    script_asset(include_str!("../../web/collections.js"))
+}
+
+pub async fn search_script() -> Response {
+    script_asset(include_str!("../../web/search.js"))
+}
+
+fn script_asset(body: &'static str) -> Response {
+    asset("text/javascript; charset=utf-8", body)
+}
+
 pub async fn style() -> Response {
     asset("text/css; charset=utf-8", include_str!("../../web/app.css"))
 }

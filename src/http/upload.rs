@@ -166,7 +166,7 @@ async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Recei
                 format!("at most {MAX_FILES} files per request; nothing was stored"),
             ));
         }
-        let filename = field.file_name().unwrap_or("").to_owned();
+        let filename = form_filename(field.file_name().unwrap_or(""));
         let mut bytes: Vec<u8> = Vec::new();
         let mut size: u64 = 0;
         while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
@@ -197,6 +197,13 @@ async fn receive(state: &AppState, mut multipart: Multipart) -> Result<Vec<Recei
         ));
     }
     Ok(received)
+}
+
+/// A multipart file name as the person named the file: browsers send a double quote in one as
+/// `%22` (the HTML form encoding escapes it, and only it among printable characters), so it is
+/// decoded here, once, rather than shown as `%22` everywhere.
+fn form_filename(raw: &str) -> String {
+    raw.replace("%22", "\"")
 }
 
 /// Why `filename` cannot be a document's name, if it cannot.
@@ -271,6 +278,12 @@ fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_browser_escaped_quote_in_a_file_name_is_decoded() {
+        assert_eq!(super::form_filename("a %22b%22.txt"), "a \"b\".txt");
+        assert_eq!(super::form_filename("100% sure.txt"), "100% sure.txt");
+    }
+
     use super::filename_problem;
 
     #[test]

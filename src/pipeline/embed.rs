@@ -294,7 +294,9 @@ async fn embedding_failed(
     let settled = match pipeline.pool.acquire().await {
         Ok(mut conn) => {
             let (code, message) = (err.code(), err.to_string());
-            super::settle::failed_step(&mut conn, id, job.id, Step::Embed, code, &message).await
+            let failure = (code, message.as_str());
+            let permanent = err.is_permanent();
+            super::settle::failed_step(&mut conn, id, job.id, Step::Embed, failure, permanent).await
         }
         Err(err) => Err(err),
     };

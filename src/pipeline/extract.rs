@@ -115,6 +115,12 @@ pub(super) async fn finish(
     let label = extracted.label();
     let note = extracted.note();
     let page_count = i32::try_from(extracted.pages.len()).unwrap_or(i32::MAX);
+    let ocr_pages: Vec<i32> = extracted
+        .ocr
+        .iter()
+        .flat_map(|run| run.pages.iter())
+        .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect();
     // A chunk never spans two pages, so the location of the page (section) it starts on is
     // the chunk's.
     let labels: Vec<Option<String>> = extracted
@@ -133,6 +139,7 @@ pub(super) async fn finish(
         extractor: &label,
         page_count,
         note: note.as_deref(),
+        ocr_pages: &ocr_pages,
     };
     let locations: Vec<Option<String>> = chunks
         .iter()
@@ -262,7 +269,10 @@ pub(super) async fn failed(
     let settled = match pipeline.pool.acquire().await {
         Ok(mut conn) => {
             let (code, message) = (err.code(), err.to_string());
-            super::settle::failed_step(&mut conn, id, job.id, Step::Extract, code, &message).await
+            let failure = (code, message.as_str());
+            let permanent = err.is_permanent();
+            super::settle::failed_step(&mut conn, id, job.id, Step::Extract, failure, permanent)
+                .await
         }
         Err(err) => Err(err),
     };

@@ -22,20 +22,21 @@ fn kinds_of(step: Step) -> &'static [&'static str] {
     }
 }
 
-/// Step `step` of document `id` failed for good in job `job`, with `code` and `message`.
-/// Returns whether the document changed.
+/// Step `step` of document `id` failed for good in job `job`, with `code` and `message`;
+/// `permanent` when running it again on the same bytes cannot help. Returns whether the
+/// document changed.
 pub(super) async fn failed_step(
     conn: &mut PgConnection,
     id: DocumentId,
     job: JobId,
     step: Step,
-    code: &str,
-    message: &str,
+    (code, message): (&str, &str),
+    permanent: bool,
 ) -> Result<bool, sqlx::Error> {
     if by_payload::any_pending(conn, kinds_of(step), "document_id", id.0, job).await? {
         return Ok(false);
     }
-    documents::fail_step(conn, id, step, code, message).await
+    documents::fail_step(conn, id, step, code, message, permanent).await
 }
 
 /// Job `job` of kind `kind`, working on step `step` of document `id`, ended as `end`.
@@ -60,6 +61,7 @@ pub(super) async fn job_ended(
             },
         ),
     };
-    failed_step(conn, id, job, step, code, &message).await?;
+    // A job killed or cancelled says nothing about the file: a person's retry may succeed.
+    failed_step(conn, id, job, step, (code, &message), false).await?;
     Ok(())
 }

@@ -21,7 +21,8 @@
 //! [`text`] each own their queries; [`index`] writes the keyword postings; [`hits`] fetches the
 //! chunks and cuts snippets ([`snippet`], pure text); [`rank`] fuses, groups and merges
 //! candidate lists (pure functions); [`replicas`] sends searches to read replicas and falls back
-//! to the primary.
+//! to the primary; [`reader`] rebuilds a document's text from its chunks for the document
+//! view.
 
 use serde::Serialize;
 use sqlx::PgPool;
@@ -35,6 +36,7 @@ mod hits;
 pub mod index;
 mod plan;
 mod rank;
+pub mod reader;
 pub mod replicas;
 mod snippet;
 mod text;

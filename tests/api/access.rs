@@ -1,6 +1,6 @@
 //! Access that never leaks: a reader of collection A, while collection B holds the best match
-//! for every query, sees nothing of B on any read path: list, detail, file, chunks (through
-//! search), jobs, events, search in every mode, grouped and flat, and the collections' counts.
+//! for every query, sees nothing of B on any read path: list (and its total), detail, file,
+//! chunks (the text view and search), jobs, events, search in every mode, grouped and flat, and the collections' counts.
 //! B's ids answer 404 exactly as missing ids do.
 
 use std::time::Duration;
@@ -152,6 +152,8 @@ async fn a_reader_of_one_collection_sees_nothing_of_another_on_any_read_path(poo
     for path in [
         format!("/api/documents/{b}"),
         format!("/api/documents/{b}/file"),
+        format!("/api/documents/{b}/text"),
+        format!("/api/documents/{b}/text?at=0"),
         format!("/api/documents/{b}/reprocess"),
     ] {
         let (status, body) = if path.ends_with("reprocess") {

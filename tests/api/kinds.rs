@@ -87,6 +87,7 @@ async fn running_job(
                 extractor: "text",
                 page_count: 1,
                 note: None,
+                ocr_pages: &[],
             };
             assert!(
                 documents::mark_embedding(pool, id, &found)

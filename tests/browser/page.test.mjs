@@ -281,24 +281,16 @@ test("results are grouped by document, so one long document does not fill the fi
   await page.screenshot({ path: path.join(OUTPUT, "search-grouped.png"), fullPage: true });
 });
 
-test("retrying the failed job from the page runs it again and the attempt count grows", async () => {
+test("a job that failed for the file's own reason offers advice, not a Retry that cannot help", async () => {
   await page.click("#nav-documents");
-  await page.getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
+  await page.locator("#doc-list").getByRole("link", { name: path.basename(BROKEN_FILE) }).click();
   const dead = page.locator('#detail-jobs li[data-status="dead"]');
   await dead.first().waitFor({ timeout: PIPELINE_TIMEOUT });
-  const before = await dead.first().locator(".attempts").textContent();
-  const attemptsBefore = Number(/attempts (\d+)/.exec(before)[1]);
-  await dead.first().getByRole("button", { name: /^Retry/ }).click();
-  // The job runs again, fails again (the file is still broken), and the page follows live.
-  await page.waitForFunction(
-    (n) =>
-      Array.from(document.querySelectorAll('#detail-jobs li[data-status="dead"] .attempts')).some(
-        (a) => Number(/attempts (\d+)/.exec(a.textContent)[1]) > n,
-      ),
-    attemptsBefore,
-    { timeout: PIPELINE_TIMEOUT },
-  );
+  await dead.first().locator(".advice").waitFor();
+  assert.match(await dead.first().locator(".advice").textContent(), /^Retrying cannot help: .*malformed/i);
+  assert.equal(await dead.first().getByRole("button", { name: /^Retry/ }).count(), 0);
   assert.match(await page.textContent("#detail-error"), /malformed/i);
+  assert.doesNotMatch(await page.textContent("#detail-error"), /pdf_malformed/, "no internal code");
 });
 
 test("a file name holding markup shows as text and runs nothing", async () => {
@@ -313,7 +305,7 @@ test("a file name holding markup shows as text and runs nothing", async () => {
     EVIL_NAME,
   );
   await waitForStatus(EVIL_NAME, "ready");
-  await page.getByRole("link", { name: EVIL_NAME }).click();
+  await page.locator("#doc-list").getByRole("link", { name: EVIL_NAME }).click();
   await page.waitForFunction((name) => document.getElementById("detail-heading").textContent === name, EVIL_NAME);
   assert.equal(await page.evaluate(() => window.__xss), undefined, "no injected script ran");
   assert.equal(await page.locator("main img, main script").count(), 0, "no element came from the name");
@@ -399,7 +391,7 @@ test("a model switch shows its progress, search still finds documents, and Run n
   await page.click("#nav-schedules");
   const item = page.locator('#schedule-list li[data-name="nightly-reembed"]');
   await item.waitFor();
-  await item.getByRole("button", { name: "Run nightly-reembed now" }).click();
+  await item.getByRole("button", { name: "Run now: nightly-reembed" }).click();
   await page.waitForFunction(() => document.getElementById("schedule-status").dataset.jobId);
   const jobId = await page.getAttribute("#schedule-status", "data-job-id");
   assert.match(await page.textContent("#schedule-status"), new RegExp(`job #${jobId} enqueued`));
