@@ -458,6 +458,11 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_OCR", default_value_t = true, action = clap::ArgAction::Set)]
     pub ocr: bool,
 
+    /// Webhooks may be sent to loopback addresses (local integrations, tests). Private,
+    /// link-local, multicast and unspecified addresses are refused whatever this says.
+    #[arg(long, env = "DOCKET_WEBHOOK_ALLOW_LOOPBACK", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_loopback: bool,
+
     /// OCR languages: `auto` (each page's script picks among eng, kor, chi_sim, chi_tra, jpn,
     /// fra, deu, rus) or tesseract codes joined by `+`, e.g. `deu+eng`.
     #[arg(long, env = "DOCKET_OCR_LANGS", default_value = "auto")]

@@ -22,6 +22,7 @@
 //! | [`embed`] | text → vectors: a closed enum of providers, the fleet-wide rate limit (one budget in PostgreSQL), in-call retries |
 //! | [`models`] | model versions: which embedder and chunking made a set of vectors; one is active |
 //! | [`documents`] | the document lifecycle, the only writer of `documents.status`; an upload, its bytes and its first job commit together |
+//! | [`webhooks`] | endpoints, signed deliveries as jobs of the queue (`webhook.deliver`), events enqueued with the state change; SSRF-checked targets |
 //! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`maintenance`] | the rescuer (expired leases), retention (old finished jobs) and keyword indexing left behind, in every process |
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
@@ -66,4 +67,5 @@ pub mod pipeline;
 pub mod queue;
 pub mod schedule;
 pub mod search;
+pub mod webhooks;
 pub mod worker;

@@ -8,6 +8,9 @@
 //! once (the rest wait their turn, within the request timeout), which bounds the memory of all
 //! uploads together.
 //!
+//! The request is one upload (`documents::uploads`): opened before its first file is stored and
+//! closed after its last, so `upload.settled` can say when all its documents settled.
+//!
 //! Then each file gets its own result: a bad name, an unsupported type, an oversize file or a
 //! failure to store one file is that file's error, and the others are stored all the same.
 
@@ -18,7 +21,7 @@ use serde::Serialize;
 use super::AppState;
 use super::error::{ApiError, Code, ErrorBody};
 use super::input::Json;
-use crate::documents::{Document, NewDocument};
+use crate::documents::{Document, NewDocument, UploadId, uploads};
 use crate::extract;
 
 /// The most files one upload request may carry.
@@ -78,10 +81,11 @@ pub async fn upload(
         .await
         .map_err(ApiError::internal)?;
     let received = receive(&state, multipart).await?;
+    let upload = uploads::open(&state.pool).await?;
     let mut results = Vec::with_capacity(received.len());
     for part in received {
         results.push(match part.bytes {
-            Some(bytes) => store(&state, part.filename, &bytes).await,
+            Some(bytes) => store(&state, upload, part.filename, &bytes).await,
             None => UploadResult::refused(
                 part.filename,
                 ApiError::new(
@@ -94,6 +98,7 @@ pub async fn upload(
             ),
         });
     }
+    close(&state, upload).await?;
     let created = results.iter().any(|r| r.document.is_some() && !r.duplicate);
     let all_failed = results.iter().all(|r| r.error.is_some());
     let status = if created {
@@ -171,8 +176,16 @@ fn filename_problem(filename: &str) -> Option<&'static str> {
     None
 }
 
+/// The request stored all its files: its upload may settle (`upload.settled`), now if its
+/// documents already did.
+async fn close(state: &AppState, upload: UploadId) -> Result<(), sqlx::Error> {
+    let mut tx = state.pool.begin().await?;
+    crate::webhooks::upload_closed(&mut tx, upload).await?;
+    tx.commit().await
+}
+
 /// Stores one file; every failure is this file's result, never the request's.
-async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult {
+async fn store(state: &AppState, upload: UploadId, filename: String, bytes: &[u8]) -> UploadResult {
     if let Some(problem) = filename_problem(&filename) {
         return UploadResult::refused(filename, ApiError::new(Code::InvalidFilename, problem));
     }
@@ -186,6 +199,7 @@ async fn store(state: &AppState, filename: String, bytes: &[u8]) -> UploadResult
             filename: &filename,
             content_type: sniffed.content_type,
             bytes,
+            upload: Some(upload),
         },
     )
     .await;

@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "embed",
     "models",
     "documents",
+    "webhooks",
     "search",
     "maintenance",
     "schedule",

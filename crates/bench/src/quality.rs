@@ -271,6 +271,7 @@ async fn ingest(
                 filename,
                 content_type: "application/octet-stream",
                 bytes: &bytes,
+                upload: None,
             },
         )
         .await?;

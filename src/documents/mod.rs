@@ -20,6 +20,8 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::queue::{self, NewJob, QueueError};
 
+pub use uploads::UploadId;
+
 /// A document's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
 #[serde(transparent)]
@@ -88,6 +90,8 @@ pub struct Document {
     pub progress: Option<serde_json::Value>,
     /// Why pages were read by OCR (no text layer, garbage text), when some were.
     pub extract_note: Option<String>,
+    /// The upload request (`POST /api/documents`) that created it; `upload.settled` names it.
+    pub upload_id: Option<UploadId>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -105,18 +109,24 @@ macro_rules! documents_query {
             $head
                 + r#" id as "id: DocumentId", filename, content_type, byte_size, sha256,
                       status as "status: DocumentStatus", error, extractor, page_count,
-                      progress, extract_note, created_at, updated_at "#
+                      progress, extract_note, upload_id as "upload_id: UploadId",
+                      created_at, updated_at "#
                 + $tail
             $(, $arg)*
         )
     };
 }
 
+// After the macro, which it uses.
+pub mod uploads;
+
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {
     pub filename: &'a str,
     pub content_type: &'a str,
     pub bytes: &'a [u8],
+    /// The upload request it arrived in, if it came through the API.
+    pub upload: Option<UploadId>,
 }
 
 /// The outcome of storing an upload.
@@ -137,8 +147,8 @@ pub async fn create_with_first_job(
     let byte_size = i64::try_from(upload.bytes.len()).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await?;
     let inserted = documents_query!(
-        "insert into documents (filename, content_type, byte_size, sha256)
-         values ($1, $2, $3, $4)
+        "insert into documents (filename, content_type, byte_size, sha256, upload_id)
+         values ($1, $2, $3, $4, $5)
          on conflict (sha256) do nothing
          returning",
         "",
@@ -146,6 +156,7 @@ pub async fn create_with_first_job(
         upload.content_type,
         byte_size,
         &sha256,
+        upload.upload.map(|u| u.0),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -263,18 +274,15 @@ pub async fn embedding_sets(
 }
 
 /// Deletes a document on `conn`; its bytes, chunks, embeddings and sets go with it (foreign
-/// keys cascade). Returns whether it existed. Its jobs are the caller's to cancel in the same
-/// transaction (the pipeline's delete does).
-pub async fn delete(conn: &mut PgConnection, id: DocumentId) -> Result<bool, sqlx::Error> {
-    let deleted = sqlx::query!(
-        "delete from documents
-         where id = $1",
-        id.0
-    )
-    .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(deleted == 1)
+/// keys cascade). Returns the document as it was, if it existed. Its jobs are the caller's to
+/// cancel in the same transaction (the pipeline's delete does).
+pub async fn delete(
+    conn: &mut PgConnection,
+    id: DocumentId,
+) -> Result<Option<Document>, sqlx::Error> {
+    documents_query!("delete from documents where id = $1 returning", "", id.0)
+        .fetch_optional(conn)
+        .await
 }
 
 /// A reprocess: the document starts again at `uploaded`, its error cleared. Returns whether it
@@ -344,18 +352,35 @@ pub async fn mark_embedding(
 
 /// A set is complete (in the caller's transaction): `ready`, any error cleared. Not while a
 /// newer extraction is pending or running (`uploaded`, `extracting`): its chunks replace these,
-/// and the document is ready only once they are embedded.
-pub async fn mark_ready(executor: impl PgExecutor<'_>, id: DocumentId) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+/// and the document is ready only once they are embedded. Returns the document when it became
+/// ready now (it was not already), which is what `document.ready` announces.
+pub async fn mark_ready(
+    conn: &mut PgConnection,
+    id: DocumentId,
+) -> Result<Option<Document>, sqlx::Error> {
+    // Locked, so that of two sets completing at once only one sees the document not yet ready.
+    let before = sqlx::query_scalar!(
+        r#"select status as "status: DocumentStatus" from documents where id = $1 for update"#,
+        id.0
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if !matches!(
+        before,
+        Some(DocumentStatus::Embedding | DocumentStatus::Failed)
+    ) {
+        return Ok(None);
+    }
+    documents_query!(
         "update documents
          set status = 'ready', error = null
          where id = $1
-           and status in ('embedding', 'ready', 'failed')",
+         returning",
+        "",
         id.0
     )
-    .execute(executor)
-    .await?;
-    Ok(())
+    .fetch_optional(conn)
+    .await
 }
 
 /// A step of a document's lifecycle, as far as a failure is concerned.
@@ -372,25 +397,30 @@ pub enum Step {
 /// (it is no longer in the step) or, for embedding, it is searchable under some version (a
 /// complete set for its current chunks), which makes it `ready` instead: a failed embed under
 /// one version must not fail a document people can find. Whether another job of the step still
-/// speaks for the document is the caller's to check first. Returns whether it changed.
+/// speaks for the document is the caller's to check first. Returns the document when it
+/// changed (now `failed`, or `ready`).
 pub async fn fail_step(
     executor: impl PgExecutor<'_>,
     id: DocumentId,
     step: Step,
     code: &str,
     message: &str,
-) -> Result<bool, sqlx::Error> {
-    let updated = match step {
-        Step::Extract => sqlx::query!(
+) -> Result<Option<Document>, sqlx::Error> {
+    match step {
+        Step::Extract => documents_query!(
             "update documents
              set status = 'failed', error = jsonb_build_object('code', $2::text, 'message', $3::text)
              where id = $1
-               and status in ('uploaded', 'extracting')",
+               and status in ('uploaded', 'extracting')
+             returning",
+            "",
             id.0,
             code,
             message,
-        ),
-        Step::Embed => sqlx::query!(
+        )
+        .fetch_optional(executor)
+        .await,
+        Step::Embed => documents_query!(
             "with searchable as (
                  select exists (select 1 from embedding_sets_complete where document_id = $1) as yes
              )
@@ -400,16 +430,16 @@ pub async fn fail_step(
                               else jsonb_build_object('code', $2::text, 'message', $3::text) end
              from searchable
              where id = $1
-               and status = 'embedding'",
+               and status = 'embedding'
+             returning",
+            "",
             id.0,
             code,
             message,
-        ),
+        )
+        .fetch_optional(executor)
+        .await,
     }
-    .execute(executor)
-    .await?
-    .rows_affected();
-    Ok(updated == 1)
 }
 
 /// The document's pages go to OCR (in the caller's transaction): its progress starts at 0 of
