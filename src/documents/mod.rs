@@ -12,6 +12,11 @@
 //! connection or transaction so that it commits with the step's other writes (a job's death
 //! settles its document in the transaction that kills the job: the pipeline's kinds call
 //! [`fail_step`] from their end hooks).
+//!
+//! The transitions that end a document (`ready`, `failed`) and [`delete`] return the row they
+//! changed, so that the caller announces it (webhooks) in the same transaction. [`uploads`]
+//! keeps the upload requests, so that "every document of this request settled" is answered
+//! once.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
