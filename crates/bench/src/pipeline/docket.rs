@@ -250,6 +250,7 @@ pub(super) fn serve_config(
             extract_concurrency: None,
             embed_concurrency: None,
             ocr: true,
+            webhook_allow_loopback: false,
             ocr_langs: "auto".into(),
             ocr_max_pages: 200,
             ocr_concurrency: None,
