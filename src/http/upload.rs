@@ -73,15 +73,16 @@ pub async fn upload(
     State(state): State<AppState>,
     multipart: Multipart,
 ) -> Result<(StatusCode, Json<UploadAnswer>), ApiError> {
-    // Waits its turn: the semaphore is never closed, so acquiring only fails if it were.
-    let _slot = state
-        .guard
-        .upload_slots
-        .acquire()
-        .await
-        .map_err(ApiError::internal)?;
+    // Waits its turn (the semaphore is never closed, so acquiring only fails if it were),
+    // opening the request's upload meanwhile, so that the upload costs no wait of its own. A
+    // request refused below leaves an open upload without documents, which never settles.
+    let (slot, upload) = tokio::join!(
+        state.guard.upload_slots.acquire(),
+        uploads::open(&state.pool)
+    );
+    let _slot = slot.map_err(ApiError::internal)?;
+    let upload = upload?;
     let received = receive(&state, multipart).await?;
-    let upload = uploads::open(&state.pool).await?;
     let mut results = Vec::with_capacity(received.len());
     for part in received {
         results.push(match part.bytes {
