@@ -458,6 +458,16 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_OCR", default_value_t = true, action = clap::ArgAction::Set)]
     pub ocr: bool,
 
+    /// Webhooks may be sent to loopback addresses (local integrations, tests). Private,
+    /// link-local, multicast and unspecified addresses are refused whatever this says.
+    #[arg(long, env = "DOCKET_WEBHOOK_ALLOW_LOOPBACK", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_loopback: bool,
+
+    /// Webhook deliveries in flight at once in this process [default: the kind's own, 16];
+    /// each endpoint has at most 4 of them.
+    #[arg(long, env = "DOCKET_WEBHOOK_CONCURRENCY")]
+    pub webhook_concurrency: Option<usize>,
+
     /// OCR languages: `auto` (each page's script picks among eng, kor, chi_sim, chi_tra, jpn,
     /// fra, deu, rus) or tesseract codes joined by `+`, e.g. `deu+eng`.
     #[arg(long, env = "DOCKET_OCR_LANGS", default_value = "auto")]
@@ -538,6 +548,7 @@ impl PipelineSettings {
             (crate::pipeline::ExtractJob::KIND, self.extract_concurrency),
             (crate::pipeline::EmbedJob::KIND, self.embed_concurrency),
             (crate::pipeline::OcrJob::KIND, self.ocr_concurrency),
+            (crate::webhooks::DeliverJob::KIND, self.webhook_concurrency),
         ]
         .into_iter()
         .filter_map(|(kind, n)| Some((kind, n?)))

@@ -24,6 +24,7 @@
 //! | [`collections`] | the spaces documents live in, and a request's [`collections::Reach`]: the collection ids every query filters by |
 //! | [`access`] | a caller's role and collections, and the API tokens (stored as hashes) |
 //! | [`documents`] | the document lifecycle, the only writer of `documents.status`; an upload, its bytes and its first job commit together |
+//! | [`webhooks`] | endpoints, signed deliveries as jobs of the queue (`webhook.deliver`), events enqueued with the state change; SSRF-checked targets |
 //! | [`search`] | vector (HNSW), ranked keyword (BM25) and hybrid search over the chunks; the keyword index |
 //! | [`maintenance`] | the rescuer (expired leases), retention (old finished jobs) and keyword indexing left behind, in every process |
 //! | [`schedule`] | cron schedules in PostgreSQL: one leader (advisory lock) fires, missed firings backfilled; pg_cron alternative |
@@ -70,4 +71,5 @@ pub mod pipeline;
 pub mod queue;
 pub mod schedule;
 pub mod search;
+pub mod webhooks;
 pub mod worker;

@@ -64,6 +64,7 @@ impl App {
             .max_upload_bytes(config.max_upload_bytes)
             .embedder_warning(choice.warning.as_deref())
             .guard(config.guard()?)
+            .webhook_targets(pipeline.webhooks.targets().clone())
             .start(events_stop.clone());
         Ok(App {
             listener,

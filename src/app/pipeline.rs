@@ -35,7 +35,10 @@ pub async fn pipeline_with(
         embedder,
         settings.chunking(),
         super::embedder::extract_settings(settings)?,
-    );
+    )
+    .with_webhooks(crate::webhooks::Targets::new(
+        settings.webhook_allow_loopback,
+    ));
     register_model_version(pool, &pipeline, choice).await?;
     // DOCKET_RPM / DOCKET_TPM are the provider's limits, shared by every process using it.
     if pipeline.embedder.share_rate_budget(pool) {

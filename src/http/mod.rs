@@ -23,6 +23,7 @@ pub mod schedules;
 mod search;
 mod state;
 mod upload;
+mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -120,6 +121,13 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/search", get(search::search))
         .route("/info", get(search::info))
+        .route("/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/webhooks/{id}", axum::routing::delete(webhooks::delete))
+        .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route(
+            "/webhooks/{id}/deliveries/{delivery}/retry",
+            post(webhooks::retry),
+        )
         .fallback(api_not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

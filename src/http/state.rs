@@ -30,12 +30,14 @@ pub struct AppState {
     pub events: EventHub,
     /// What every request is checked against before any handler runs.
     pub guard: Arc<Guard>,
+    /// Where webhooks may be registered to (the deliveries check again, in the workers).
+    pub webhook_targets: crate::webhooks::Targets,
 }
 
 impl AppState {
     /// A state over `pool` that searches with `searcher`. Unless set: a queue with a 60 s
     /// lease that settles the pipeline's ended jobs, the worker's built-in job kinds, no token, 50 MiB uploads, no embedder warning,
-    /// the default [`Guard`].
+    /// the default [`Guard`], webhooks refused to loopback.
     pub fn builder(pool: sqlx::PgPool, searcher: Arc<Searcher>) -> AppStateBuilder {
         AppStateBuilder {
             queue: Queue::new(pool.clone(), Duration::from_secs(60))
@@ -50,6 +52,7 @@ impl AppState {
             max_upload_bytes: 50 * 1024 * 1024,
             embedder_warning: None,
             guard: Guard::default(),
+            webhook_targets: crate::webhooks::Targets::default(),
         }
     }
 }
@@ -64,6 +67,7 @@ pub struct AppStateBuilder {
     max_upload_bytes: u64,
     embedder_warning: Option<Arc<str>>,
     guard: Guard,
+    webhook_targets: crate::webhooks::Targets,
 }
 
 impl AppStateBuilder {
@@ -104,6 +108,12 @@ impl AppStateBuilder {
         self
     }
 
+    /// Where webhooks may be registered to (loopback refused unless set).
+    pub fn webhook_targets(mut self, targets: crate::webhooks::Targets) -> Self {
+        self.webhook_targets = targets;
+        self
+    }
+
     /// The state, with this process's event listener started; it stops with `events_stop`.
     pub fn start(self, events_stop: CancellationToken) -> AppState {
         AppState {
@@ -116,6 +126,7 @@ impl AppStateBuilder {
             searcher: self.searcher,
             embedder_warning: self.embedder_warning,
             guard: Arc::new(self.guard),
+            webhook_targets: self.webhook_targets,
         }
     }
 }

@@ -8,6 +8,9 @@
 //! once (the rest wait their turn, within the request timeout), which bounds the memory of all
 //! uploads together.
 //!
+//! The request is one upload (`documents::uploads`): opened before its first file is stored and
+//! closed after its last, so `upload.settled` can say when all its documents settled.
+//!
 //! Then each file gets its own result: a bad name, an unsupported type, an oversize file or a
 //! failure to store one file is that file's error, and the others are stored all the same.
 
@@ -22,7 +25,7 @@ use super::input::Json;
 use super::input::Query;
 use crate::access::{Access, Role};
 use crate::collections::{self, CollectionError, CollectionId};
-use crate::documents::{Document, NewDocument};
+use crate::documents::{Document, NewDocument, UploadId, uploads};
 use crate::extract;
 
 /// The most files one upload request may carry.
@@ -89,18 +92,20 @@ pub async fn upload(
         .as_deref()
         .unwrap_or(collections::DEFAULT_NAME);
     let collection = writable_collection(&state, &access, name).await?;
-    // Waits its turn: the semaphore is never closed, so acquiring only fails if it were.
-    let _slot = state
-        .guard
-        .upload_slots
-        .acquire()
-        .await
-        .map_err(ApiError::internal)?;
+    // Waits its turn (the semaphore is never closed, so acquiring only fails if it were),
+    // opening the request's upload meanwhile, so that the upload costs no wait of its own. A
+    // request refused below leaves an open upload without documents, which never settles.
+    let (slot, upload) = tokio::join!(
+        state.guard.upload_slots.acquire(),
+        uploads::open(&state.pool)
+    );
+    let _slot = slot.map_err(ApiError::internal)?;
+    let upload = upload?;
     let received = receive(&state, multipart).await?;
     let mut results = Vec::with_capacity(received.len());
     for part in received {
         results.push(match part.bytes {
-            Some(bytes) => store(&state, collection, part.filename, &bytes).await,
+            Some(bytes) => store(&state, collection, upload, part.filename, &bytes).await,
             None => UploadResult::refused(
                 part.filename,
                 ApiError::new(
@@ -113,6 +118,7 @@ pub async fn upload(
             ),
         });
     }
+    close(&state, upload).await?;
     let created = results.iter().any(|r| r.document.is_some() && !r.duplicate);
     let all_failed = results.iter().all(|r| r.error.is_some());
     let status = if created {
@@ -218,10 +224,19 @@ fn filename_problem(filename: &str) -> Option<&'static str> {
     None
 }
 
+/// The request stored all its files: its upload may settle (`upload.settled`), now if its
+/// documents already did.
+async fn close(state: &AppState, upload: UploadId) -> Result<(), sqlx::Error> {
+    let mut tx = state.pool.begin().await?;
+    crate::webhooks::upload_closed(&mut tx, upload).await?;
+    tx.commit().await
+}
+
 /// Stores one file; every failure is this file's result, never the request's.
 async fn store(
     state: &AppState,
     collection: CollectionId,
+    upload: UploadId,
     filename: String,
     bytes: &[u8],
 ) -> UploadResult {
@@ -239,6 +254,7 @@ async fn store(
             filename: &filename,
             content_type: sniffed.content_type,
             bytes,
+            upload: Some(upload),
         },
     )
     .await;

@@ -264,9 +264,14 @@ async fn complete_set(
     .execute(&mut *tx)
     .await
     .retryable()?;
-    documents::mark_ready(&mut *tx, document_id)
+    if let Some(ready) = documents::mark_ready(&mut tx, document_id)
         .await
-        .retryable()?;
+        .retryable()?
+    {
+        crate::webhooks::document_changed(&mut tx, &ready)
+            .await
+            .retryable()?;
+    }
     queue::complete_in(&mut tx, &job.lease).await.retryable()?;
     tx.commit().await.retryable()?;
     Ok(Some(chunks))

@@ -57,14 +57,18 @@ pub async fn reprocess(pool: &PgPool, id: DocumentId) -> Result<bool, QueueError
 }
 
 /// Deletes a document; its bytes, chunks, embeddings and sets go with it (foreign keys
-/// cascade), and its waiting and running pipeline jobs are cancelled in the same transaction, so
+/// cascade), and its waiting and running pipeline jobs are cancelled and `document.deleted`
+/// announced in the same transaction, so
 /// a running one loses its lease and stops at its next heartbeat. Returns whether it existed.
 pub async fn delete_document(pool: &PgPool, id: DocumentId) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let deleted = documents::delete(&mut tx, id).await?;
     cancel_pipeline_jobs(&mut tx, id, None, "the document was deleted").await?;
+    if let Some(document) = &deleted {
+        crate::webhooks::document_deleted(&mut tx, document).await?;
+    }
     tx.commit().await?;
-    Ok(deleted)
+    Ok(deleted.is_some())
 }
 
 /// Deletes `ids` as [`delete_document`] does each, in one transaction (a collection's

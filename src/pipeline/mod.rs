@@ -65,6 +65,10 @@ pub struct Pipeline {
     /// (its input is cut at a token limit, so counts must be exact), an estimate otherwise.
     pub tokens: Arc<dyn TokenCounter + Send + Sync>,
     pub extraction: ExtractSettings,
+    /// Delivers the webhooks the pipeline's transitions announce (their kind runs beside the
+    /// pipeline's own); targets checked with loopback refused unless [`Pipeline::with_webhooks`]
+    /// says otherwise.
+    pub webhooks: Arc<crate::webhooks::Deliverer>,
 }
 
 /// Every job kind of the pipeline, listed once: adding a kind is its file (a payload type with
@@ -78,11 +82,12 @@ pub fn declare(kinds: &mut impl Declare<Pipeline>) {
         .kind::<DeleteCollectionJob>();
 }
 
-/// The pipeline's kinds without their handlers: what a queue settles their ended jobs with,
+/// The pipeline's kinds and the webhooks' (which its transitions enqueue) without their handlers: what a queue settles their ended jobs with,
 /// and what a reprocess or delete cancels.
 pub fn kinds() -> Kinds {
     let mut kinds = Kinds::new();
     declare(&mut kinds);
+    crate::webhooks::declare(&mut kinds);
     kinds
 }
 
@@ -100,6 +105,10 @@ impl Pipeline {
             None => Arc::new(ApproxTokens),
         };
         Self {
+            webhooks: Arc::new(crate::webhooks::Deliverer::new(
+                pool.clone(),
+                crate::webhooks::Targets::default(),
+            )),
             pool,
             embedder,
             model,
@@ -107,6 +116,12 @@ impl Pipeline {
             tokens,
             extraction,
         }
+    }
+
+    /// Webhooks delivered to the targets `targets` permits.
+    pub fn with_webhooks(mut self, targets: crate::webhooks::Targets) -> Self {
+        self.webhooks = Arc::new(crate::webhooks::Deliverer::new(self.pool.clone(), targets));
+        self
     }
 
     /// Registers the model version this pipeline writes and makes it active when none is.
@@ -165,10 +180,11 @@ impl Pipeline {
         }))
     }
 
-    /// Adds the pipeline's kinds, with their handlers, to `registry`; embed jobs of versions
+    /// Adds the pipeline's kinds and the webhooks' delivery, with their handlers, to `registry`; embed jobs of versions
     /// this process cannot build are left to processes that can.
     pub fn register(self: &Arc<Self>, registry: &mut Registry) {
         declare(&mut registry.with(self.clone()));
+        crate::webhooks::declare(&mut registry.with(self.webhooks.clone()));
         let pipeline = self.clone();
         registry.filter_claims(EmbedJob::KIND, move || {
             let pipeline = pipeline.clone();

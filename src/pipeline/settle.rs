@@ -7,7 +7,7 @@
 //! the same step still works for it (a reprocess enqueued a newer extraction), or once the
 //! document left the step ([`documents::fail_step`]).
 
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
 use super::jobs::{EmbedJob, ExtractJob, OcrJob};
 use crate::documents::{self, DocumentId, Step};
@@ -23,8 +23,9 @@ fn kinds_of(step: Step) -> &'static [&'static str] {
 }
 
 /// Step `step` of document `id` failed for good in job `job`, with `code` and `message`;
-/// `permanent` when running it again on the same bytes cannot help. Returns whether the
-/// document changed.
+/// `permanent` when running it again on the same bytes cannot help. The change and its
+/// webhooks commit together (a savepoint when `conn` is already in a transaction). Returns
+/// whether the document changed.
 pub(super) async fn failed_step(
     conn: &mut PgConnection,
     id: DocumentId,
@@ -36,7 +37,14 @@ pub(super) async fn failed_step(
     if by_payload::any_pending(conn, kinds_of(step), "document_id", id.0, job).await? {
         return Ok(false);
     }
-    documents::fail_step(conn, id, step, code, message, permanent).await
+    let mut tx = conn.begin().await?;
+    let Some(changed) = documents::fail_step(&mut *tx, id, step, code, message, permanent).await?
+    else {
+        return Ok(false);
+    };
+    crate::webhooks::document_changed(&mut tx, &changed).await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// Job `job` of kind `kind`, working on step `step` of document `id`, ended as `end`.

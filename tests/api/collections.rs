@@ -131,6 +131,8 @@ async fn roles_decide_what_a_token_may_do_in_its_collections(pool: PgPool) {
         (reqwest::Method::GET, "/api/jobs"),
         (reqwest::Method::GET, "/api/schedules"),
         (reqwest::Method::GET, "/api/models"),
+        (reqwest::Method::GET, "/api/webhooks"),
+        (reqwest::Method::POST, "/api/webhooks"),
         (reqwest::Method::POST, "/api/collections"),
         (reqwest::Method::DELETE, "/api/collections/a"),
     ] {

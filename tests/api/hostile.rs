@@ -115,8 +115,10 @@ async fn an_upload_that_never_ends_times_out_and_frees_its_slot(pool: PgPool) {
             (tokio::time::Instant::now(), response.status())
         })
     };
-    // Let the slow upload take the only slot first.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Let the slow upload take the only slot first. The quick upload's own time is what is
+    // left of its second after the slow one is cut off: this wait, generous for a loaded
+    // machine (an upload is a few transactions: its upload row, each file, the close).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let id = api
         .upload_one("quick.txt", b"a normal upload".to_vec())
         .await;

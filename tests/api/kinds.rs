@@ -47,9 +47,9 @@ fn job_for(kind: &str, document: DocumentId, version: &str) -> Option<(Value, do
             json!({ "document_id": document, "model_version": version }),
             documents::Step::Embed,
         )),
-        // Works on no document: it enqueues, or deletes a whole collection (the documents go
-        // through the same delete as one, tested in collections.rs).
-        "reembed" | "delete_collection" => None,
+        // Works on no document: it enqueues, delivers a webhook, or deletes a whole collection
+        // (its documents go through the same delete as one, tested in collections.rs).
+        "reembed" | "webhook.deliver" | "delete_collection" => None,
         other => panic!("the pipeline declares a kind this test does not know: {other}"),
     }
 }
@@ -70,6 +70,7 @@ async fn running_job(
         filename: "case.txt",
         content_type: "text/plain",
         bytes: &bytes,
+        upload: None,
     };
     let stored = documents::create_with_first_job(pool, &upload, |id| {
         let (payload, _) = job_for(kind, id, version).expect("a document's job");

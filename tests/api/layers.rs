@@ -19,6 +19,7 @@ const LAYERS: &[&str] = &[
     "collections",
     "access",
     "documents",
+    "webhooks",
     "search",
     "maintenance",
     "schedule",

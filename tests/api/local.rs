@@ -223,6 +223,7 @@ pub async fn paraphrased_questions_find_their_documents(pool: PgPool, model: Loc
                 filename: path,
                 content_type,
                 bytes: &bytes,
+                upload: None,
             },
         )
         .await

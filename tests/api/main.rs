@@ -32,4 +32,5 @@ mod search;
 mod security;
 mod settle;
 mod support;
+mod webhooks;
 mod worker;

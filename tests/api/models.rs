@@ -38,6 +38,7 @@ async fn upload(pool: &PgPool, name: &str, text: &str) -> i64 {
             filename: name,
             content_type: "text/plain",
             bytes: text.as_bytes(),
+            upload: None,
         },
     )
     .await

@@ -4,6 +4,7 @@
 //! wires them (real extraction child, hash or OpenAI-compatible embedder).
 
 mod app;
+pub mod receiver;
 
 pub use app::{TestApp, TestWorker};
 

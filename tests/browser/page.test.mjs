@@ -14,6 +14,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import http from "node:http";
 import { chromium } from "playwright-core";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -76,6 +77,8 @@ function startServer(databaseUrl) {
       DOCKET_MODEL_DIR: emptyModelDir,
       DOCKET_API_TOKEN: "",
       DOCKET_POLL_MS: "500",
+      // The webhook receiver of the webhooks test listens on loopback.
+      DOCKET_WEBHOOK_ALLOW_LOOPBACK: "true",
       RUST_LOG: "info,sqlx=warn",
       NO_COLOR: "1",
     };
@@ -466,8 +469,64 @@ test("a Word file, a slide deck and a Korean HWP dropped on the page become read
   await page.screenshot({ path: path.join(OUTPUT, "search-korean-hwp.png"), fullPage: true });
 });
 
+test("a webhook registered on the page shows its dead delivery, and Retry delivers it", async () => {
+  // A real receiver on loopback: 500 until told otherwise.
+  let answer = 500;
+  const received = [];
+  const receiver = http.createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", () => {
+      received.push({ id: request.headers["webhook-id"], status: answer, body: JSON.parse(body) });
+      response.writeHead(answer).end();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  try {
+    const url = `http://127.0.0.1:${receiver.address().port}/hook?tag=<img src=x onerror=window.__xss=3>`;
+    await page.click("#nav-webhooks");
+    await page.getByLabel("Receiver URL").fill(url);
+    await page.getByLabel("document.deleted").check();
+    await page.getByRole("button", { name: "Register" }).click();
+    await page.waitForFunction(() => !document.getElementById("webhook-secret-box").hidden);
+    assert.match(await page.textContent("#webhook-secret"), /^whsec_/);
+    await page.waitForFunction((u) => Array.from(document.querySelectorAll("#webhook-list h3")).some((h) => h.textContent === u), url);
+    assert.equal(await page.evaluate(() => window.__xss), undefined, "the URL shows as text");
+
+    // Deleting a document is the event; the receiver refuses it.
+    const { documents } = await apiJson("/api/documents?limit=500");
+    const victim = documents.find((d) => d.filename === EVIL_NAME) ?? documents[0];
+    const deleted = await fetch(`${baseUrl}/api/documents/${victim.id}`, { method: "DELETE" });
+    assert.equal(deleted.status, 204);
+    const deadline = Date.now() + PIPELINE_TIMEOUT;
+    while (received.length === 0) {
+      assert.ok(Date.now() < deadline, "the receiver got the first attempt");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // As if it had failed for a day: its job stands at its last attempt, due now.
+    psql(
+      databaseUrl,
+      "update jobs set attempts = max_attempts - 1, run_at = now() where kind = 'webhook.deliver' and status = 'ready'",
+    );
+    const dead = page.locator('#webhook-list tr[data-status="dead"]');
+    await dead.first().waitFor({ timeout: PIPELINE_TIMEOUT });
+    assert.match(await dead.first().textContent(), /500/);
+
+    answer = 200;
+    await dead.first().getByRole("button", { name: /^Retry/ }).click();
+    await page.locator('#webhook-list tr[data-status="delivered"]').first().waitFor({ timeout: PIPELINE_TIMEOUT });
+    const ok = received.filter((r) => r.status === 200);
+    assert.equal(ok.length, 1);
+    assert.equal(ok[0].body.type, "document.deleted");
+    assert.equal(ok[0].body.data.id, victim.id);
+    assert.ok(received.every((r) => r.id === received[0].id), "one webhook-id for every attempt");
+  } finally {
+    receiver.close();
+  }
+});
+
 test("each view is usable at 360 px and 1280 px, and screenshots are saved", async () => {
-  const views = ["documents", "search", "jobs", "schedules"];
+  const views = ["documents", "search", "jobs", "schedules", "webhooks"];
   const brokenLink = await page.evaluate(() => {
     const row = document.querySelector('#doc-list tr[data-status="failed"] a');
     return row ? row.getAttribute("href") : null;

@@ -19,6 +19,7 @@ mod pipeline;
 mod quality;
 mod queue;
 mod search;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 
@@ -66,6 +67,9 @@ pub enum BenchCommand {
     /// The local embedding model against sentence-transformers on torch CPU: texts/s and
     /// tokens/s for short and long texts, batch 1/16/64, 1 and 2 threads.
     Embed(embed::EmbedBench),
+    /// Webhooks: deliveries/s to a local receiver with 1 and 50 endpoints, and ingest
+    /// throughput with 10 endpoints subscribed against none.
+    Webhooks(webhooks::WebhooksBench),
 }
 
 #[derive(Debug, Parser)]
@@ -121,6 +125,7 @@ async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Interference(args) => interference::run(args).await,
         BenchCommand::SearchQuality(args) => quality::run(args).await,
         BenchCommand::Embed(args) => embed::run(args).await,
+        BenchCommand::Webhooks(args) => webhooks::run(args).await,
     }
 }
 

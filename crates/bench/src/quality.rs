@@ -273,6 +273,7 @@ async fn ingest(
                 filename,
                 content_type: "application/octet-stream",
                 bytes: &bytes,
+                upload: None,
             },
         )
         .await?;

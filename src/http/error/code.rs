@@ -52,6 +52,10 @@ pub enum Code {
     EmptyFile,
     /// A collection name that cannot be one.
     InvalidCollection,
+    /// A webhook registration with a bad URL, no or unknown events, or a collection.
+    InvalidWebhook,
+    /// A webhook URL whose host is or resolves to an address webhooks are not sent to.
+    WebhookTargetRefused,
     // 401
     /// A missing or wrong bearer token.
     Unauthorized,
@@ -72,6 +76,8 @@ pub enum Code {
     ModelVersionNotFound,
     /// A collection that does not exist, is being deleted, or is outside the caller's reach.
     CollectionNotFound,
+    WebhookNotFound,
+    DeliveryNotFound,
     // 408
     /// The request took longer than the request timeout.
     RequestTimeout,
@@ -90,6 +96,8 @@ pub enum Code {
     ModelVersionNotEmbeddable,
     /// A vector search under a version without vectors yet.
     NoVectors,
+    /// A retry of a delivery that is not dead.
+    DeliveryNotDead,
     // 413: over a size limit.
     /// A job payload over the queue's limit.
     PayloadTooLarge,
@@ -145,6 +153,8 @@ impl Code {
             Code::InvalidFilename => (S::BAD_REQUEST, "invalid_filename"),
             Code::EmptyFile => (S::BAD_REQUEST, "empty_file"),
             Code::InvalidCollection => (S::BAD_REQUEST, "invalid_collection"),
+            Code::InvalidWebhook => (S::BAD_REQUEST, "invalid_webhook"),
+            Code::WebhookTargetRefused => (S::BAD_REQUEST, "webhook_target_refused"),
             Code::Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
             Code::HostNotAllowed => (S::FORBIDDEN, "host_not_allowed"),
             Code::CrossOriginRequest => (S::FORBIDDEN, "cross_origin_request"),
@@ -155,6 +165,8 @@ impl Code {
             Code::ScheduleNotFound => (S::NOT_FOUND, "schedule_not_found"),
             Code::ModelVersionNotFound => (S::NOT_FOUND, "model_version_not_found"),
             Code::CollectionNotFound => (S::NOT_FOUND, "collection_not_found"),
+            Code::WebhookNotFound => (S::NOT_FOUND, "webhook_not_found"),
+            Code::DeliveryNotFound => (S::NOT_FOUND, "delivery_not_found"),
             Code::RequestTimeout => (S::REQUEST_TIMEOUT, "request_timeout"),
             Code::JobStateConflict => (S::CONFLICT, "job_state_conflict"),
             Code::LeaseLost => (S::CONFLICT, "lease_lost"),
@@ -164,6 +176,7 @@ impl Code {
             Code::NoActiveModel => (S::CONFLICT, "no_active_model"),
             Code::ModelVersionNotEmbeddable => (S::CONFLICT, "model_version_not_embeddable"),
             Code::NoVectors => (S::CONFLICT, "no_vectors"),
+            Code::DeliveryNotDead => (S::CONFLICT, "delivery_not_dead"),
             Code::PayloadTooLarge => (S::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Code::BodyTooLarge => (S::PAYLOAD_TOO_LARGE, "body_too_large"),
             Code::RequestTooLarge => (S::PAYLOAD_TOO_LARGE, "request_too_large"),

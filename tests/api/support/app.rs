@@ -14,6 +14,7 @@ use docket::models::ModelVersion;
 use docket::pipeline::Pipeline;
 use docket::queue::Queue;
 use docket::search::Searcher;
+use docket::webhooks::Targets;
 use docket::worker::{Registry, Worker, WorkerConfig};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -29,9 +30,17 @@ pub struct TestAppBuilder {
     embedder: Embedder,
     chunking: ChunkConfig,
     searcher: Option<Searcher>,
+    webhook_targets: Targets,
 }
 
 impl TestAppBuilder {
+    /// Where webhooks may go, at registration and delivery (unless set: loopback permitted,
+    /// as `DOCKET_WEBHOOK_ALLOW_LOOPBACK=true` does, since test receivers listen on loopback).
+    pub fn webhook_targets(mut self, targets: Targets) -> Self {
+        self.webhook_targets = targets;
+        self
+    }
+
     /// The bearer token `/api` requires (none: `/api` is open).
     pub fn token(mut self, token: &str) -> Self {
         self.token = Some(token.to_owned());
@@ -88,6 +97,7 @@ impl TestAppBuilder {
             .api_token(self.token.as_deref())
             .max_upload_bytes(self.max_upload_bytes)
             .guard(guard)
+            .webhook_targets(self.webhook_targets.clone())
             .start(stop.clone());
         // Tests watching events must not miss the first ones to a LISTEN still connecting.
         state.events.listening().await;
@@ -107,6 +117,7 @@ impl TestAppBuilder {
             embedder: self.embedder,
             chunking: self.chunking,
             model,
+            webhook_targets: self.webhook_targets,
             stop,
         }
     }
@@ -120,6 +131,7 @@ pub struct TestApp {
     embedder: Embedder,
     chunking: ChunkConfig,
     model: ModelVersion,
+    webhook_targets: Targets,
     stop: CancellationToken,
 }
 
@@ -140,6 +152,7 @@ impl TestApp {
             embedder: Embedder::Hash(HashEmbedder::new(384)),
             chunking: ChunkConfig::default(),
             searcher: None,
+            webhook_targets: Targets::new(true),
         }
     }
 
@@ -152,9 +165,21 @@ impl TestApp {
         &self.model
     }
 
-    /// The app's pipeline, prepared: its version registered, and active unless another is.
+    /// The app's pipeline, prepared: its version registered, and active unless another is;
+    /// its webhooks go where the app's registrations may.
     pub async fn pipeline(&self) -> Arc<Pipeline> {
-        super::pipeline_chunking(&self.pool, self.embedder.clone(), self.chunking).await
+        let pipeline = Pipeline::new(
+            self.pool.clone(),
+            self.embedder.clone(),
+            self.chunking,
+            super::extract_settings(),
+        )
+        .with_webhooks(self.webhook_targets.clone());
+        pipeline
+            .prepare()
+            .await
+            .expect("register the model version");
+        Arc::new(pipeline)
     }
 
     /// A worker running the app's pipeline (one embed job at a time), for the test to drive.

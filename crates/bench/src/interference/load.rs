@@ -116,6 +116,7 @@ pub(super) fn ingest(
                         filename: "ingest.txt",
                         content_type: "text/plain",
                         bytes: text.as_bytes(),
+                        upload: None,
                     };
                     docket::pipeline::create_with_extract_job(&pool, &upload).await?;
                 }

@@ -266,6 +266,8 @@ pub(super) fn serve_config(
             extract_concurrency: None,
             embed_concurrency: None,
             ocr: true,
+            webhook_allow_loopback: false,
+            webhook_concurrency: None,
             ocr_langs: "auto".into(),
             ocr_max_pages: 200,
             ocr_concurrency: None,

@@ -16,6 +16,11 @@
 //! connection or transaction so that it commits with the step's other writes (a job's death
 //! settles its document in the transaction that kills the job: the pipeline's kinds call
 //! [`fail_step`] from their end hooks).
+//!
+//! The transitions that end a document (`ready`, `failed`) and [`delete`] return the row they
+//! changed, so that the caller announces it (webhooks) in the same transaction. [`uploads`]
+//! keeps the upload requests, so that "every document of this request settled" is answered
+//! once.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -24,6 +29,8 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::collections::{CollectionId, Reach};
 use crate::queue::{self, NewJob, QueueError};
+
+pub use uploads::UploadId;
 
 /// A document's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
@@ -98,6 +105,8 @@ pub struct Document {
     pub progress: Option<serde_json::Value>,
     /// Why pages were read by OCR (no text layer, garbage text), when some were.
     pub extract_note: Option<String>,
+    /// The upload request (`POST /api/documents`) that created it; `upload.settled` names it.
+    pub upload_id: Option<UploadId>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -119,12 +128,16 @@ macro_rules! documents_query {
                       collection_id as "collection_id: CollectionId",
                       filename, content_type, byte_size, sha256,
                       status as "status: DocumentStatus", error, extractor, page_count,
-                      progress, extract_note, created_at, updated_at "#
+                      progress, extract_note, upload_id as "upload_id: UploadId",
+                      created_at, updated_at "#
                 + $tail
             $(, $arg)*
         )
     };
 }
+
+// After the macro, which it uses.
+pub mod uploads;
 
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {
@@ -132,6 +145,8 @@ pub struct NewDocument<'a> {
     pub filename: &'a str,
     pub content_type: &'a str,
     pub bytes: &'a [u8],
+    /// The upload request it arrived in, if it came through the API.
+    pub upload: Option<UploadId>,
 }
 
 /// The outcome of storing an upload.
@@ -152,8 +167,8 @@ pub async fn create_with_first_job(
     let byte_size = i64::try_from(upload.bytes.len()).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await?;
     let inserted = documents_query!(
-        "insert into documents (collection_id, filename, content_type, byte_size, sha256)
-         values ($1, $2, $3, $4, $5)
+        "insert into documents (collection_id, filename, content_type, byte_size, sha256, upload_id)
+         values ($1, $2, $3, $4, $5, $6)
          on conflict (collection_id, sha256) do nothing
          returning",
         "",
@@ -162,6 +177,7 @@ pub async fn create_with_first_job(
         upload.content_type,
         byte_size,
         &sha256,
+        upload.upload.map(|u| u.0),
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -385,18 +401,15 @@ pub async fn embedding_sets(
 }
 
 /// Deletes a document on `conn`; its bytes, chunks, embeddings and sets go with it (foreign
-/// keys cascade). Returns whether it existed. Its jobs are the caller's to cancel in the same
-/// transaction (the pipeline's delete does).
-pub async fn delete(conn: &mut PgConnection, id: DocumentId) -> Result<bool, sqlx::Error> {
-    let deleted = sqlx::query!(
-        "delete from documents
-         where id = $1",
-        id.0
-    )
-    .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(deleted == 1)
+/// keys cascade). Returns the document as it was, if it existed. Its jobs are the caller's to
+/// cancel in the same transaction (the pipeline's delete does).
+pub async fn delete(
+    conn: &mut PgConnection,
+    id: DocumentId,
+) -> Result<Option<Document>, sqlx::Error> {
+    documents_query!("delete from documents where id = $1 returning", "", id.0)
+        .fetch_optional(conn)
+        .await
 }
 
 /// A reprocess: the document starts again at `uploaded`, its error cleared. Returns whether it
@@ -469,18 +482,35 @@ pub async fn mark_embedding(
 
 /// A set is complete (in the caller's transaction): `ready`, any error cleared. Not while a
 /// newer extraction is pending or running (`uploaded`, `extracting`): its chunks replace these,
-/// and the document is ready only once they are embedded.
-pub async fn mark_ready(executor: impl PgExecutor<'_>, id: DocumentId) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+/// and the document is ready only once they are embedded. Returns the document when it became
+/// ready now (it was not already), which is what `document.ready` announces.
+pub async fn mark_ready(
+    conn: &mut PgConnection,
+    id: DocumentId,
+) -> Result<Option<Document>, sqlx::Error> {
+    // Locked, so that of two sets completing at once only one sees the document not yet ready.
+    let before = sqlx::query_scalar!(
+        r#"select status as "status: DocumentStatus" from documents where id = $1 for update"#,
+        id.0
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if !matches!(
+        before,
+        Some(DocumentStatus::Embedding | DocumentStatus::Failed)
+    ) {
+        return Ok(None);
+    }
+    documents_query!(
         "update documents
          set status = 'ready', error = null
          where id = $1
-           and status in ('embedding', 'ready', 'failed')",
+         returning",
+        "",
         id.0
     )
-    .execute(executor)
-    .await?;
-    Ok(())
+    .fetch_optional(conn)
+    .await
 }
 
 /// A step of a document's lifecycle, as far as a failure is concerned.
@@ -500,7 +530,7 @@ pub enum Step {
 /// speaks for the document is the caller's to check first. `permanent` says that running the
 /// step again on the same bytes cannot help (the file's own fault, or a refusal by the
 /// provider), so a client offers advice rather than a retry; it is stored as the error's
-/// `permanent`. Returns whether it changed.
+/// `permanent`. Returns the document when it changed (now `failed`, or `ready`).
 pub async fn fail_step(
     executor: impl PgExecutor<'_>,
     id: DocumentId,
@@ -508,22 +538,29 @@ pub async fn fail_step(
     code: &str,
     message: &str,
     permanent: bool,
-) -> Result<bool, sqlx::Error> {
-    let updated = match step {
-        Step::Extract => sqlx::query!(
-            "update documents
+) -> Result<Option<Document>, sqlx::Error> {
+    match step {
+        Step::Extract => {
+            documents_query!(
+                "update documents
              set status = 'failed',
                  error = jsonb_build_object('code', $2::text, 'message', $3::text,
                                             'permanent', $4::bool)
              where id = $1
-               and status in ('uploaded', 'extracting')",
-            id.0,
-            code,
-            message,
-            permanent,
-        ),
-        Step::Embed => sqlx::query!(
-            "with searchable as (
+               and status in ('uploaded', 'extracting')
+             returning",
+                "",
+                id.0,
+                code,
+                message,
+                permanent,
+            )
+            .fetch_optional(executor)
+            .await
+        }
+        Step::Embed => {
+            documents_query!(
+                "with searchable as (
                  select exists (select 1 from embedding_sets_complete where document_id = $1) as yes
              )
              update documents
@@ -533,17 +570,18 @@ pub async fn fail_step(
                                                       'permanent', $4::bool) end
              from searchable
              where id = $1
-               and status = 'embedding'",
-            id.0,
-            code,
-            message,
-            permanent,
-        ),
+               and status = 'embedding'
+             returning",
+                "",
+                id.0,
+                code,
+                message,
+                permanent,
+            )
+            .fetch_optional(executor)
+            .await
+        }
     }
-    .execute(executor)
-    .await?
-    .rows_affected();
-    Ok(updated == 1)
 }
 
 /// The document's pages go to OCR (in the caller's transaction): its progress starts at 0 of
