@@ -10,6 +10,7 @@ mod fleet_limit;
 mod formats;
 mod hostile;
 mod ingest;
+mod int8;
 mod jobs_api;
 mod keyword;
 mod kinds;

@@ -107,6 +107,7 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
         LocalEmbedder::load(&LocalConfig {
             model_dir: dir.clone(),
             threads: 1,
+            precision: Default::default(),
         })
     };
     let minilm = load(&minilm_dir)?;

@@ -59,6 +59,7 @@ pub fn child(model_dir: &Path, texts: &Path, threads: usize, seconds: f64) -> an
     let model = LocalEmbedder::load(&LocalConfig {
         model_dir: model_dir.to_owned(),
         threads,
+        precision: Default::default(),
     })?;
     for (length, list) in [("short", &texts.short), ("long", &texts.long)] {
         let mut tokens_per_pass = 0u64;

@@ -223,6 +223,7 @@ pub(super) fn serve_config(
             shutdown_grace_secs: 1,
             rescue_secs: 5,
             retention_hours: 168,
+            embedding_cache_entries: 500_000,
             // The nightly schedule has nothing to do with this measurement.
             no_scheduler: true,
             scheduler_tick_secs: 15,
@@ -234,6 +235,7 @@ pub(super) fn serve_config(
             }),
             model_dir: None,
             embed_threads: None,
+            local_precision: Default::default(),
             hash_dims: DIMS,
             openai_base_url: server.map(|s| s.base_url.clone()).unwrap_or_default(),
             openai_api_key: None,
