@@ -3,6 +3,7 @@
 //! Database tests need DATABASE_URL (a server where databases can be created); each gets a
 //! fresh migrated database from `#[sqlx::test]`.
 
+mod cache;
 mod documents;
 mod embed;
 mod extract;
