@@ -120,6 +120,17 @@ impl Metrics {
         );
     }
 
+    /// Time spent in one step of a document's life (`extraction`, `ocr`, `chunking`,
+    /// `keyword_indexing`, `embedding`, `writes`), for `docket bench pipeline`'s breakdown.
+    pub fn step_time(&self, step: &'static str, elapsed: Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.add(
+            "docket_step_microseconds_total",
+            vec![("step", step.to_owned())],
+            micros,
+        );
+    }
+
     /// One batch through the embedding cache: chunks it served, texts sent (misses), and the
     /// tokens the hits did not send.
     pub fn embedding_cache(&self, model: &str, hits: u64, misses: u64, tokens_saved: u64) {

@@ -68,6 +68,11 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "Latency of embedding provider calls.",
     ),
     (
+        "docket_step_microseconds_total",
+        "counter",
+        "Time spent in each step of the pipeline (extraction, ocr, chunking, keyword_indexing, embedding, writes), in microseconds.",
+    ),
+    (
         "docket_embedding_cache_hits_total",
         "counter",
         "Chunks whose vector came from the embedding cache (same text, same model version) instead of the provider.",

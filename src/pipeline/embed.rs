@@ -112,6 +112,7 @@ async fn embed_through_cache(
     batch: &[Missing],
 ) -> Result<usize, JobError> {
     let keys: Vec<&[u8]> = batch.iter().map(|c| c.content_hash.as_slice()).collect();
+    let started = std::time::Instant::now();
     let mut tx = pipeline.pool.begin().await.retryable()?;
     cache::lock(&mut tx, model_version, &keys)
         .await
@@ -125,6 +126,7 @@ async fn embed_through_cache(
         .iter()
         .filter(|c| !known.contains_key(c.content_hash.as_slice()))
         .collect();
+    let mut database = started.elapsed();
     let sent = if misses.is_empty() {
         Vec::new()
     } else {
@@ -150,6 +152,7 @@ async fn embed_through_cache(
             });
         }
     }
+    let started = std::time::Instant::now();
     cache::put(&mut tx, model_version, &entries)
         .await
         .retryable()?;
@@ -173,6 +176,8 @@ async fn embed_through_cache(
     // The vectors paid for are kept even when the chunks changed meanwhile: their text's
     // vector is still that.
     tx.commit().await.retryable()?;
+    database += started.elapsed();
+    crate::metrics::global().step_time("writes", database);
     crate::metrics::global().embedding_cache(
         model_version,
         served as u64,
@@ -210,6 +215,7 @@ async fn embed_batch(
         Err(err) => err.code(),
     };
     crate::metrics::global().embedding_call(model_version, outcome, started.elapsed());
+    crate::metrics::global().step_time("embedding", started.elapsed());
     let unique = result?;
     Ok(slots
         .iter()

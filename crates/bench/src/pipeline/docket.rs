@@ -12,7 +12,7 @@ use sqlx::Connection as _;
 
 use docket::app::App;
 use docket::config::{DatabaseConfig, EmbedderKind, PipelineSettings, ServeConfig, WorkerSettings};
-use docket::embed::OpenAiConfig;
+use docket::embed::{OpenAiConfig, Precision};
 use docket::ingest::{UploadBody, UploadFile, Uploader};
 use docket_testkit::{EmbeddingServer, StatsSnapshot};
 
@@ -45,6 +45,8 @@ pub(super) fn openai_config(server: &EmbeddingServer) -> OpenAiConfig {
 pub(super) enum Provider {
     Hash,
     TestServer,
+    /// The installed default local model, in this precision.
+    Local(Precision),
 }
 
 impl Provider {
@@ -52,6 +54,7 @@ impl Provider {
         match self {
             Provider::Hash => "hash embedder",
             Provider::TestServer => "test server",
+            Provider::Local(_) => "local model",
         }
     }
 }
@@ -128,6 +131,23 @@ impl Docket {
                     "a generated document was not stored as new: {outcome:?}"
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Uploads real files (any outcome: a corpus may hold files docket refuses).
+    pub(super) async fn upload_files(&self, files: Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
+        let mut files = files.into_iter().peekable();
+        while files.peek().is_some() {
+            let batch: Vec<UploadFile> = files
+                .by_ref()
+                .take(UPLOAD_BATCH)
+                .map(|(filename, bytes)| UploadFile {
+                    filename,
+                    body: UploadBody::Bytes(bytes),
+                })
+                .collect();
+            self.uploader.upload(batch).await?;
         }
         Ok(())
     }
@@ -232,10 +252,14 @@ pub(super) fn serve_config(
             embedder: Some(match provider {
                 Provider::Hash => EmbedderKind::Hash,
                 Provider::TestServer => EmbedderKind::Openai,
+                Provider::Local(_) => EmbedderKind::Local,
             }),
             model_dir: None,
             embed_threads: None,
-            local_precision: Default::default(),
+            local_precision: match provider {
+                Provider::Local(precision) => precision,
+                Provider::Hash | Provider::TestServer => Precision::F32,
+            },
             hash_dims: DIMS,
             openai_base_url: server.map(|s| s.base_url.clone()).unwrap_or_default(),
             openai_api_key: None,
