@@ -53,6 +53,10 @@ pub struct WorkerSettings {
     #[arg(long, env = "DOCKET_RETENTION_HOURS", default_value_t = 168)]
     pub retention_hours: u64,
 
+    /// Most vectors the embedding cache keeps (least recently used evicted beyond it).
+    #[arg(long, env = "DOCKET_EMBEDDING_CACHE_ENTRIES", default_value_t = crate::embed::cache::DEFAULT_MAX_ENTRIES)]
+    pub embedding_cache_entries: u64,
+
     /// Do not run the scheduler loop in this process (another process, or pg_cron, fires).
     #[arg(long, env = "DOCKET_NO_SCHEDULER")]
     pub no_scheduler: bool,
@@ -80,6 +84,7 @@ impl WorkerSettings {
         crate::maintenance::MaintenanceConfig {
             rescue_every: Duration::from_secs(self.rescue_secs.max(1)),
             retention: Duration::from_secs(self.retention_hours * 3600),
+            cache_entries: self.embedding_cache_entries,
             ..crate::maintenance::MaintenanceConfig::default()
         }
     }
@@ -385,6 +390,11 @@ pub struct PipelineSettings {
     #[arg(long, env = "DOCKET_EMBED_THREADS")]
     pub embed_threads: Option<usize>,
 
+    /// The local model's number format: `f32`, or `int8` (8-bit linear layers, about twice as
+    /// fast; its own model version, so its vectors never mix with f32's).
+    #[arg(long, env = "DOCKET_LOCAL_PRECISION", value_enum, default_value_t = crate::embed::Precision::F32)]
+    pub local_precision: crate::embed::Precision,
+
     /// Dimensions of the hashing embedder.
     #[arg(long, env = "DOCKET_HASH_DIMS", default_value_t = 384)]
     pub hash_dims: usize,
@@ -505,6 +515,7 @@ impl PipelineSettings {
         crate::embed::LocalConfig {
             model_dir: self.model_dir(),
             threads: self.embed_threads.unwrap_or(cores).max(1),
+            precision: self.local_precision,
         }
     }
 

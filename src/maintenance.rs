@@ -1,7 +1,9 @@
 //! The maintenance loops every `serve` and `worker` process runs: the rescuer (expired leases
-//! back to `ready`), retention (old `done` jobs deleted) and the keyword indexer (chunks written
-//! without postings, or by an older text analysis, indexed; see `search::index`). Running them
-//! in many processes at once is safe: all lock rows with `skip locked` and work in short batches.
+//! back to `ready`), retention (old `done` jobs deleted), the keyword indexer (chunks written
+//! without postings, or by an older text analysis, indexed; see `search::index`) and the
+//! embedding cache's bound (least recently used entries beyond it evicted; see `embed::cache`).
+//! Running them in many processes at once is safe: all lock rows with `skip locked` and work in
+//! short batches.
 
 use std::time::Duration;
 
@@ -20,6 +22,10 @@ pub struct MaintenanceConfig {
     pub retention: Duration,
     pub index_every: Duration,
     pub index_batch: usize,
+    pub cache_every: Duration,
+    /// Most entries the embedding cache keeps (`DOCKET_EMBEDDING_CACHE_ENTRIES`).
+    pub cache_entries: u64,
+    pub cache_batch: u64,
 }
 
 impl Default for MaintenanceConfig {
@@ -32,6 +38,9 @@ impl Default for MaintenanceConfig {
             retention: Duration::from_secs(7 * 24 * 3600),
             index_every: Duration::from_secs(10),
             index_batch: 200,
+            cache_every: Duration::from_secs(60),
+            cache_entries: crate::embed::cache::DEFAULT_MAX_ENTRIES,
+            cache_batch: 5000,
         }
     }
 }
@@ -41,7 +50,8 @@ pub async fn run(queue: Queue, config: MaintenanceConfig, stop: CancellationToke
     let mut rescue = tokio::time::interval(config.rescue_every);
     let mut prune = tokio::time::interval(config.prune_every);
     let mut index = tokio::time::interval(config.index_every);
-    for tick in [&mut rescue, &mut prune, &mut index] {
+    let mut cache = tokio::time::interval(config.cache_every);
+    for tick in [&mut rescue, &mut prune, &mut index, &mut cache] {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
     loop {
@@ -50,6 +60,7 @@ pub async fn run(queue: Queue, config: MaintenanceConfig, stop: CancellationToke
             _ = rescue.tick() => rescue_all(&queue, config.rescue_batch).await,
             _ = prune.tick() => prune_all(&queue, config.retention, config.prune_batch).await,
             _ = index.tick() => index_all(&queue, config.index_batch).await,
+            _ = cache.tick() => bound_cache(&queue, config.cache_entries, config.cache_batch).await,
         }
     }
 }
@@ -120,5 +131,14 @@ pub async fn index_all(queue: &Queue, batch: usize) {
     }
     if total > 0 {
         tracing::info!(chunks = total, "indexed chunks for keyword search");
+    }
+}
+
+/// Evicts the embedding cache's least recently used entries beyond `entries`.
+pub async fn bound_cache(queue: &Queue, entries: u64, batch: u64) {
+    match crate::embed::cache::evict(queue.pool(), entries, batch).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(evicted = n, "embedding cache bounded"),
+        Err(err) => tracing::warn!("bounding the embedding cache: {err}"),
     }
 }

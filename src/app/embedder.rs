@@ -86,8 +86,10 @@ impl EmbedderChoice {
 /// `own` with the previous default model beside it; `own` alone (and a warning) when that
 /// model does not load.
 fn with_previous(own: LocalEmbedder, dir: PathBuf, settings: &PipelineSettings) -> LocalEmbedder {
+    // The previous default made its vectors in f32, before int8 existed.
     let config = LocalConfig {
         model_dir: dir.clone(),
+        precision: crate::embed::Precision::F32,
         ..settings.local()
     };
     match LocalEmbedder::load(&config) {

@@ -11,6 +11,7 @@
 //! | [`local`] | a BERT or XLM-R sentence-embedding model in-process (candle): the offline default |
 //! | [`limiter`] | the requests/tokens limiter held inside the HTTP provider: one per process, drawing on the fleet's budget |
 //! | [`budget`] | the fleet-wide rate budget in PostgreSQL (GCRA per provider key, one statement a slice) |
+//! | [`cache`] | the embedding cache in PostgreSQL: vectors by model version and text, bounded, least recently used out |
 //! | [`error`] | [`EmbedError`] and the single status → strategy classification |
 //! | [`secret`] | the API key wrapper that never prints itself |
 //!
@@ -24,6 +25,7 @@
 //! what the pipeline stores; search embeds with [`Embedder::embed_as`] and [`Purpose::Query`].
 
 pub mod budget;
+pub mod cache;
 pub mod error;
 pub mod hash;
 pub mod limiter;
@@ -35,7 +37,7 @@ pub use budget::{FleetBudget, budget_key};
 pub use error::EmbedError;
 pub use hash::HashEmbedder;
 pub use limiter::{Limiter, RateLimits};
-pub use local::{LocalConfig, LocalEmbedder, LocalTokens, Prompts};
+pub use local::{LocalConfig, LocalEmbedder, LocalTokens, Precision, Prompts};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use secret::Secret;
 

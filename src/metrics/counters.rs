@@ -120,12 +120,27 @@ impl Metrics {
         );
     }
 
-    /// Texts whose vector was copied from an identical chunk instead of sent to the provider.
-    pub fn embeddings_reused(&self, model: &str, n: u64) {
+    /// Time spent in one step of a document's life (`extraction`, `ocr`, `chunking`,
+    /// `keyword_indexing`, `embedding`, `writes`), for `docket bench pipeline`'s breakdown.
+    pub fn step_time(&self, step: &'static str, elapsed: Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         self.add(
-            "docket_embeddings_reused_total",
-            vec![("model", model.to_owned())],
-            n,
+            "docket_step_microseconds_total",
+            vec![("step", step.to_owned())],
+            micros,
+        );
+    }
+
+    /// One batch through the embedding cache: chunks it served, texts sent (misses), and the
+    /// tokens the hits did not send.
+    pub fn embedding_cache(&self, model: &str, hits: u64, misses: u64, tokens_saved: u64) {
+        let labels = || vec![("model", model.to_owned())];
+        self.add("docket_embedding_cache_hits_total", labels(), hits);
+        self.add("docket_embedding_cache_misses_total", labels(), misses);
+        self.add(
+            "docket_embedding_cache_tokens_saved_total",
+            labels(),
+            tokens_saved,
         );
     }
 

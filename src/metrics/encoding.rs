@@ -68,9 +68,24 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "Latency of embedding provider calls.",
     ),
     (
-        "docket_embeddings_reused_total",
+        "docket_step_microseconds_total",
         "counter",
-        "Vectors copied from identical text instead of sent to the provider.",
+        "Time spent in each step of the pipeline (extraction, ocr, chunking, keyword_indexing, embedding, writes), in microseconds.",
+    ),
+    (
+        "docket_embedding_cache_hits_total",
+        "counter",
+        "Chunks whose vector came from the embedding cache (same text, same model version) instead of the provider.",
+    ),
+    (
+        "docket_embedding_cache_misses_total",
+        "counter",
+        "Texts the embedding cache did not hold, sent to the provider.",
+    ),
+    (
+        "docket_embedding_cache_tokens_saved_total",
+        "counter",
+        "Tokens of the chunks the embedding cache served: not sent to the provider.",
     ),
     (
         "docket_rate_limiter_wait_seconds_total",

@@ -7,11 +7,15 @@
 //! made from, so a job overtaken by a reprocess writes nothing stale (and a reprocess or delete
 //! also cancels it: it stops at its next heartbeat).
 //!
-//! Text is never paid for twice under one version: chunks whose content hash already has a
-//! vector under the version (in any document) get a copy before anything is sent, and repeated
-//! text within one request is sent once. The job may name any registered version this process
-//! can build an embedder for ([`Pipeline::embedder_for`]).
+//! Text is never paid for twice under one version: each batch takes the vectors the embedding
+//! cache holds for its texts ([`crate::embed::cache`], keyed by version and the text's SHA-256,
+//! the chunk's content hash) and sends only the misses, repeated text within one request once;
+//! what it paid for goes into the cache in the same transaction. The batch's transaction holds
+//! the cache's locks on its texts, so two documents sharing a chunk at once send it once. The
+//! job may name any registered version this process can build an embedder for
+//! ([`Pipeline::embedder_for`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +24,7 @@ use pgvector::Vector;
 use super::Pipeline;
 use super::jobs::EmbedJob;
 use crate::documents::{self, DocumentId, Step};
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::{EmbedError, Embedder, cache};
 use crate::queue;
 use crate::worker::{Job, JobError, Outcome, ResultExt};
 
@@ -31,6 +35,7 @@ const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(20);
 struct Missing {
     chunk_index: i32,
     text: String,
+    token_count: i32,
     content_hash: Vec<u8>,
 }
 
@@ -56,14 +61,9 @@ pub(super) async fn run(
         .embedder_for(&version)
         .map_err(|reason| JobError::Elsewhere { reason })?;
 
-    let copied = copy_known_vectors(pool, document_id, &model_version)
-        .await
-        .retryable()?;
-    crate::metrics::global().embeddings_reused(&model_version, copied);
-
     let missing = sqlx::query_as!(
         Missing,
-        "select c.chunk_index, c.text, c.content_hash
+        "select c.chunk_index, c.text, c.token_count, c.content_hash
          from chunks c
          where c.document_id = $1
            and not exists (
@@ -79,56 +79,113 @@ pub(super) async fn run(
     .await
     .retryable()?;
 
+    let mut cached = 0;
     for batch in missing.chunks(embedder.max_batch().max(1)) {
-        let vectors = match embed_batch(&embedder, &model_version, batch).await {
-            Ok(vectors) => vectors,
-            Err(err) => return Err(embedding_failed(&pipeline, &job, document_id, err).await),
-        };
-        write_batch(pool, document_id, &model_version, batch, &vectors).await?;
+        cached += embed_through_cache(
+            &pipeline,
+            &job,
+            &embedder,
+            document_id,
+            &model_version,
+            batch,
+        )
+        .await?;
     }
 
     let outcome = complete_set(&pipeline, &job, document_id, &model_version).await?;
     if let Some(chunks) = outcome {
-        tracing::info!(document = %document_id, chunks, embedded_now = missing.len(), copied, %model_version, "embedded");
+        let sent = missing.len() - cached;
+        tracing::info!(document = %document_id, chunks, sent, cached, %model_version, "embedded");
         return Ok(Outcome::CompletedInTransaction);
     }
     Ok(Outcome::Complete)
 }
 
-/// Never pay twice for the same text: a chunk whose text already has a vector under this
-/// version (in any document) gets a copy of it. Returns how many were copied.
-async fn copy_known_vectors(
-    pool: &sqlx::PgPool,
+/// One batch: its cached vectors taken, its misses sent, both written, in one transaction that
+/// holds the cache's locks on its texts. Returns how many chunks the cache served.
+async fn embed_through_cache(
+    pipeline: &Pipeline,
+    job: &Job,
+    embedder: &Embedder,
     document_id: DocumentId,
     model_version: &str,
-) -> Result<u64, sqlx::Error> {
-    let copied = sqlx::query!(
-        "insert into embeddings (document_id, model_version, chunk_index, embedding)
-         select c.document_id, $2, c.chunk_index, source.embedding
-         from chunks c
-         cross join lateral (
-             select e.embedding
-             from chunks o
-             join embeddings e
-               on e.document_id = o.document_id
-              and e.chunk_index = o.chunk_index
-              and e.model_version = $2
-             where o.content_hash = c.content_hash
-             limit 1) source
-         where c.document_id = $1
-           and not exists (
-               select 1 from embeddings x
-               where x.document_id = c.document_id
-                 and x.model_version = $2
-                 and x.chunk_index = c.chunk_index)
-         on conflict (document_id, model_version, chunk_index) do nothing",
-        document_id.0,
+    batch: &[Missing],
+) -> Result<usize, JobError> {
+    let keys: Vec<&[u8]> = batch.iter().map(|c| c.content_hash.as_slice()).collect();
+    let started = std::time::Instant::now();
+    let mut tx = pipeline.pool.begin().await.retryable()?;
+    cache::lock(&mut tx, model_version, &keys)
+        .await
+        .retryable()?;
+    let hits = cache::take(&mut tx, model_version, &keys)
+        .await
+        .retryable()?;
+    let known: HashMap<&[u8], &cache::Hit> =
+        hits.iter().map(|h| (h.text_sha256.as_slice(), h)).collect();
+    let misses: Vec<&Missing> = batch
+        .iter()
+        .filter(|c| !known.contains_key(c.content_hash.as_slice()))
+        .collect();
+    let mut database = started.elapsed();
+    let sent = if misses.is_empty() {
+        Vec::new()
+    } else {
+        match embed_batch(embedder, model_version, &misses).await {
+            Ok(vectors) => vectors,
+            Err(err) => {
+                drop(tx);
+                return Err(embedding_failed(pipeline, job, document_id, err).await);
+            }
+        }
+    };
+    let mut fresh: HashMap<&[u8], &Vector> = HashMap::new();
+    let mut entries = Vec::new();
+    for (chunk, vector) in misses.iter().zip(&sent) {
+        if fresh
+            .insert(chunk.content_hash.as_slice(), vector)
+            .is_none()
+        {
+            entries.push(cache::Entry {
+                text_sha256: &chunk.content_hash,
+                embedding: vector,
+                token_count: chunk.token_count,
+            });
+        }
+    }
+    let started = std::time::Instant::now();
+    cache::put(&mut tx, model_version, &entries)
+        .await
+        .retryable()?;
+    let vectors: Vec<Vector> = batch
+        .iter()
+        .filter_map(|c| {
+            let key = c.content_hash.as_slice();
+            known
+                .get(key)
+                .map(|h| h.embedding.clone())
+                .or_else(|| fresh.get(key).map(|v| (*v).clone()))
+        })
+        .collect();
+    let served = batch.len() - misses.len();
+    let saved: i64 = batch
+        .iter()
+        .filter(|c| known.contains_key(c.content_hash.as_slice()))
+        .map(|c| i64::from(c.token_count))
+        .sum();
+    let written = write_batch(&mut tx, document_id, model_version, batch, &vectors).await;
+    // The vectors paid for are kept even when the chunks changed meanwhile: their text's
+    // vector is still that.
+    tx.commit().await.retryable()?;
+    database += started.elapsed();
+    crate::metrics::global().step_time("writes", database);
+    crate::metrics::global().embedding_cache(
         model_version,
-    )
-    .execute(pool)
-    .await?
-    .rows_affected();
-    Ok(copied)
+        served as u64,
+        entries.len() as u64,
+        u64::try_from(saved).unwrap_or(0),
+    );
+    written?;
+    Ok(served)
 }
 
 /// One provider call for a batch of chunks, repeated text sent once; the vectors come back in
@@ -136,7 +193,7 @@ async fn copy_known_vectors(
 async fn embed_batch(
     embedder: &Embedder,
     model_version: &str,
-    batch: &[Missing],
+    batch: &[&Missing],
 ) -> Result<Vec<Vector>, EmbedError> {
     let mut texts: Vec<String> = Vec::with_capacity(batch.len());
     let mut slots: Vec<usize> = Vec::with_capacity(batch.len());
@@ -158,6 +215,7 @@ async fn embed_batch(
         Err(err) => err.code(),
     };
     crate::metrics::global().embedding_call(model_version, outcome, started.elapsed());
+    crate::metrics::global().step_time("embedding", started.elapsed());
     let unique = result?;
     Ok(slots
         .iter()
@@ -171,7 +229,7 @@ async fn embed_batch(
 /// a reprocess that replaced the chunks meanwhile never receives the old text's vectors under
 /// the new chunks' indexes; then the job stops paying for stale text and starts over.
 async fn write_batch(
-    pool: &sqlx::PgPool,
+    conn: &mut sqlx::PgConnection,
     document_id: DocumentId,
     model_version: &str,
     batch: &[Missing],
@@ -200,7 +258,7 @@ async fn write_batch(
         vectors as _,
         &hashes as &[&[u8]],
     )
-    .execute(pool)
+    .execute(conn)
     .await
     .retryable()?
     .rows_affected();

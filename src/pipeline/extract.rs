@@ -43,6 +43,7 @@ pub(super) async fn run(
     // PDFs run in child processes that are killed at their own deadline; everything else is
     // parsed in this process, under the same deadline.
     let deadline = pipeline.extraction.timeout;
+    let started = std::time::Instant::now();
     let extracted = match extract::sniff(&bytes, &document.filename) {
         Ok(sniffed) if sniffed.kind == DocKind::Pdf => {
             extract::extract_text_layer(&bytes, &sniffed, &pipeline.extraction).await
@@ -69,6 +70,7 @@ pub(super) async fn run(
         }
         Err(err) => Err(err),
     };
+    crate::metrics::global().step_time("extraction", started.elapsed());
     let extracted = match extracted {
         Ok(extracted) => extracted,
         Err(err) => return Err(failed(&pipeline, &job, document_id, &err).await),
@@ -153,7 +155,10 @@ pub(super) async fn finish(
         locations: &locations,
         terms: &terms,
     };
-    let outcome = checkpoint(pipeline, job, document_id, &extraction, &written).await?;
+    let started = std::time::Instant::now();
+    let outcome = checkpoint(pipeline, job, document_id, &extraction, &written).await;
+    crate::metrics::global().step_time("writes", started.elapsed());
+    let outcome = outcome?;
     if outcome == Outcome::CompletedInTransaction {
         tracing::info!(
             document = %document_id,
@@ -175,11 +180,16 @@ async fn chunk_and_analyse(
     let chunking = pipeline.chunking;
     let tokens = pipeline.tokens.clone();
     let work = tokio::task::spawn_blocking(move || {
+        let metrics = crate::metrics::global();
+        let started = std::time::Instant::now();
         let chunks = chunk_pages(&pages, &chunking, &*tokens);
+        metrics.step_time("chunking", started.elapsed());
+        let started = std::time::Instant::now();
         let terms: Vec<ChunkTerms> = chunks
             .iter()
             .map(|c| index::analyze_chunk(c.index, &c.text))
             .collect();
+        metrics.step_time("keyword_indexing", started.elapsed());
         (chunks, terms)
     });
     // A thread cannot be killed, so the job stops waiting; chunking is linear in the text and

@@ -22,6 +22,17 @@ pub(super) async fn run(
     job: Job,
     OcrJob { document_id }: OcrJob,
 ) -> Result<Outcome, JobError> {
+    let started = std::time::Instant::now();
+    let outcome = recognise(pipeline, job, document_id).await;
+    crate::metrics::global().step_time("ocr", started.elapsed());
+    outcome
+}
+
+async fn recognise(
+    pipeline: Arc<Pipeline>,
+    job: Job,
+    document_id: DocumentId,
+) -> Result<Outcome, JobError> {
     let pool = &pipeline.pool;
     let Some(document) = documents::get(pool, document_id).await.retryable()? else {
         return Ok(Outcome::Complete);

@@ -8,8 +8,8 @@
 //! the same night enqueue the work once, and the next night retries what still failed.
 //!
 //! [`plan`] answers "what will the next run send?" without enqueueing anything: the chunks with
-//! no vector under the version whose text has no vector anywhere under it (those are copied, not
-//! sent; see the embed step), and their estimated tokens.
+//! no vector under the version whose text the embedding cache does not hold under it (those are
+//! taken from it, not sent; see the embed step), and their estimated tokens.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ const BATCH: i64 = 500;
 pub struct ReembedPlan {
     /// Documents whose set is missing or incomplete.
     pub documents: i64,
-    /// Chunks whose text must be sent to the provider (the rest are copied).
+    /// Chunks whose text must be sent to the provider (the embedding cache holds the rest).
     pub chunks: i64,
     /// Their estimated tokens.
     pub tokens: i64,
@@ -169,12 +169,8 @@ pub async fn plan(pool: &PgPool, model_version: &str) -> Result<ReembedPlan, sql
              select distinct on (m.content_hash) m.content_hash, m.token_count
              from missing m
              where not exists (
-                 select 1 from chunks o
-                 join embeddings e
-                   on e.document_id = o.document_id
-                  and e.chunk_index = o.chunk_index
-                  and e.model_version = $1
-                 where o.content_hash = m.content_hash))
+                 select 1 from embedding_cache k
+                 where k.model_version = $1 and k.text_sha256 = m.content_hash))
          select (select count(*) from stale) as "documents!",
                 count(*) as "chunks!",
                 coalesce(sum(token_count), 0)::bigint as "tokens!"

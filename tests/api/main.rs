@@ -4,6 +4,7 @@
 //! fresh migrated database from `#[sqlx::test]`.
 
 mod access;
+mod cache;
 mod collections;
 mod documents;
 mod embed;
@@ -13,6 +14,7 @@ mod fleet_limit;
 mod formats;
 mod hostile;
 mod ingest;
+mod int8;
 mod jobs_api;
 mod keyword;
 mod kinds;

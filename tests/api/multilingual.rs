@@ -18,13 +18,13 @@ use sqlx::PgPool;
 use crate::support;
 
 /// Where `make test` (scripts/get-model.sh multilingual-e5-small) installs the model.
-fn model_dir() -> PathBuf {
+pub fn model_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
         .join(".cache/docket/models/multilingual-e5-small")
 }
 
 /// The model, loaded once for the whole test binary (about 470 MB of f32 weights).
-fn model() -> LocalEmbedder {
+pub fn model() -> LocalEmbedder {
     static MODEL: OnceLock<LocalEmbedder> = OnceLock::new();
     MODEL
         .get_or_init(|| {
@@ -34,22 +34,22 @@ fn model() -> LocalEmbedder {
 }
 
 #[derive(serde::Deserialize)]
-struct Fixture {
+pub struct Fixture {
     model: String,
     max_seq_length: usize,
-    texts: Vec<Reference>,
+    pub texts: Vec<Reference>,
 }
 
 #[derive(serde::Deserialize)]
-struct Reference {
-    text: String,
+pub struct Reference {
+    pub text: String,
     purpose: String,
     ids: Vec<u32>,
     vector: Vec<f32>,
 }
 
 impl Reference {
-    fn purpose(&self) -> Purpose {
+    pub fn purpose(&self) -> Purpose {
         match self.purpose.as_str() {
             "query" => Purpose::Query,
             "passage" => Purpose::Passage,
@@ -58,7 +58,7 @@ impl Reference {
     }
 }
 
-fn fixture() -> Fixture {
+pub fn fixture() -> Fixture {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/fixtures/e5-reference-vectors.json"
@@ -67,13 +67,13 @@ fn fixture() -> Fixture {
     serde_json::from_slice(&bytes).expect("parse the e5 reference fixture")
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
     dot / (norm(a) * norm(b))
 }
 
-fn short(text: &str) -> String {
+pub fn short(text: &str) -> String {
     text.chars().take(60).collect()
 }
 
@@ -193,9 +193,19 @@ fn an_e5_text_gets_the_same_vector_alone_as_packed_among_others() {
 /// Uploads the documents through the API, runs the pipeline with multilingual-e5-small, and
 /// answers `/api/search` in vector mode for `question`.
 async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) -> Vec<Value> {
+    vector_search_with(pool, model(), files, question).await
+}
+
+/// [`vector_search`] with a chosen model.
+pub async fn vector_search_with(
+    pool: &PgPool,
+    model: LocalEmbedder,
+    files: &[(&str, &str)],
+    question: &str,
+) -> Vec<Value> {
     let api = support::TestApp::builder(pool.clone())
         .max_upload_bytes(4 << 20)
-        .embedder(Embedder::Local(model()))
+        .embedder(Embedder::Local(model))
         .spawn()
         .await;
     for (name, path) in files {
@@ -218,7 +228,7 @@ async fn vector_search(pool: &PgPool, files: &[(&str, &str)], question: &str) ->
 
 /// The documents both questions are asked over: a Korean FAQ chapter, a Korean LaTeX manual,
 /// an English README and a French tax form (small ones: the debug build embeds slowly).
-const DOCUMENTS: [(&str, &str); 4] = [
+pub const DOCUMENTS: [(&str, &str); 4] = [
     (
         "debian-faq-choosing.ko.html",
         "html/debian-faq-choosing.ko.html",
@@ -228,7 +238,7 @@ const DOCUMENTS: [(&str, &str); 4] = [
     ("160F-2019.pdf", "pdf/160F-2019.pdf"),
 ];
 
-fn describe(hits: &[Value]) -> Vec<String> {
+pub fn describe(hits: &[Value]) -> Vec<String> {
     hits.iter()
         .map(|h| {
             format!(

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use docket::chunk::ChunkConfig;
 use docket::embed::{
-    Embedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder, RateLimits,
+    Embedder, Limiter, LocalConfig, LocalEmbedder, OpenAiConfig, OpenAiEmbedder, Precision,
+    RateLimits,
 };
 use docket::extract::ExtractSettings;
 use docket::pipeline::Pipeline;
@@ -76,6 +77,15 @@ where
 /// Loads the local model installed in `dir` on two threads, or fails saying how to install it
 /// (`install` is the command); local-model tests never skip.
 pub fn load_local_model(dir: std::path::PathBuf, install: &str) -> LocalEmbedder {
+    load_local_model_in(dir, install, Precision::F32)
+}
+
+/// [`load_local_model`] in a chosen precision.
+pub fn load_local_model_in(
+    dir: std::path::PathBuf,
+    install: &str,
+    precision: Precision,
+) -> LocalEmbedder {
     assert!(
         dir.join("model.safetensors").is_file(),
         "no local model is installed in {}: run {install} (make test does it first)",
@@ -84,6 +94,7 @@ pub fn load_local_model(dir: std::path::PathBuf, install: &str) -> LocalEmbedder
     LocalEmbedder::load(&LocalConfig {
         model_dir: dir,
         threads: 2,
+        precision,
     })
     .expect("the installed model loads")
 }

@@ -169,6 +169,7 @@ fn query_embedder(args: &SearchBench) -> anyhow::Result<Embedder> {
     let local = docket::embed::LocalEmbedder::load(&docket::embed::LocalConfig {
         model_dir: args.model_dir.clone(),
         threads: 2,
+        precision: Default::default(),
     })?;
     anyhow::ensure!(
         local.dims() == DIMS,

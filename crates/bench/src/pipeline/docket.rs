@@ -12,7 +12,7 @@ use sqlx::Connection as _;
 
 use docket::app::App;
 use docket::config::{DatabaseConfig, EmbedderKind, PipelineSettings, ServeConfig, WorkerSettings};
-use docket::embed::OpenAiConfig;
+use docket::embed::{OpenAiConfig, Precision};
 use docket::ingest::{UploadBody, UploadFile, Uploader};
 use docket_testkit::{EmbeddingServer, StatsSnapshot};
 
@@ -67,6 +67,8 @@ pub(super) fn openai_config(server: &EmbeddingServer) -> OpenAiConfig {
 pub(super) enum Provider {
     Hash,
     TestServer,
+    /// The installed default local model, in this precision.
+    Local(Precision),
 }
 
 impl Provider {
@@ -74,6 +76,7 @@ impl Provider {
         match self {
             Provider::Hash => "hash embedder",
             Provider::TestServer => "test server",
+            Provider::Local(_) => "local model",
         }
     }
 }
@@ -146,6 +149,23 @@ impl Docket {
         let uploader = Uploader::new(&self.base_url, None, indicatif::ProgressBar::hidden())?
             .into_collection(name);
         upload_with(&uploader, documents).await
+    }
+
+    /// Uploads real files (any outcome: a corpus may hold files docket refuses).
+    pub(super) async fn upload_files(&self, files: Vec<(String, Vec<u8>)>) -> anyhow::Result<()> {
+        let mut files = files.into_iter().peekable();
+        while files.peek().is_some() {
+            let batch: Vec<UploadFile> = files
+                .by_ref()
+                .take(UPLOAD_BATCH)
+                .map(|(filename, bytes)| UploadFile {
+                    filename,
+                    body: UploadBody::Bytes(bytes),
+                })
+                .collect();
+            self.uploader.upload(batch).await?;
+        }
+        Ok(())
     }
 
     /// Waits (at most 120 s) for the first answered embedding request, then measures `seconds`:
@@ -239,6 +259,7 @@ pub(super) fn serve_config(
             shutdown_grace_secs: 1,
             rescue_secs: 5,
             retention_hours: 168,
+            embedding_cache_entries: 500_000,
             // The nightly schedule has nothing to do with this measurement.
             no_scheduler: true,
             scheduler_tick_secs: 15,
@@ -247,9 +268,14 @@ pub(super) fn serve_config(
             embedder: Some(match provider {
                 Provider::Hash => EmbedderKind::Hash,
                 Provider::TestServer => EmbedderKind::Openai,
+                Provider::Local(_) => EmbedderKind::Local,
             }),
             model_dir: None,
             embed_threads: None,
+            local_precision: match provider {
+                Provider::Local(precision) => precision,
+                Provider::Hash | Provider::TestServer => Precision::F32,
+            },
             hash_dims: DIMS,
             openai_base_url: server.map(|s| s.base_url.clone()).unwrap_or_default(),
             openai_api_key: None,

@@ -20,12 +20,15 @@
 //!    themselves next to the pipeline's wall time per chunk.
 //!
 //! With `--processes 1,2,4` it measures the fleet instead ([`fleet`]): the rate-limited phase
-//! with N real `docket worker` processes sharing one limit, for each N.
+//! with N real `docket worker` processes sharing one limit, for each N. With `--corpus DIR` it
+//! runs a real corpus with the local model instead ([`corpus`]): where each document's seconds
+//! go, end-to-end chunks/s against the encoder alone, and a second, cached upload.
 //!
 //! Documents are generated: pseudo-English text from a fixed vocabulary and a seeded RNG, so
 //! runs are repeatable and every document is distinct (no duplicates). The pieces are in
 //! [`docket`].
 
+mod corpus;
 mod docket;
 pub mod fairness;
 mod fleet;
@@ -68,6 +71,20 @@ pub struct PipelineBench {
     /// `docket worker` processes sharing the limit, once per number given (e.g. `1,2,4`).
     #[arg(long, value_delimiter = ',')]
     pub processes: Vec<usize>,
+
+    /// Instead: a real corpus (every file under DIR) through docket with the local model: the
+    /// time of each step, end-to-end chunks/s against the encoder alone, and a second upload
+    /// with the vectors cached ([`corpus`]).
+    #[arg(long)]
+    pub corpus: Option<std::path::PathBuf>,
+
+    /// With `--corpus`: at most this many files (sorted by path).
+    #[arg(long)]
+    pub limit: Option<usize>,
+
+    /// With `--corpus`: the local model's precision.
+    #[arg(long, value_enum, default_value_t = ::docket::embed::Precision::F32)]
+    pub precision: ::docket::embed::Precision,
 }
 
 /// Runs the benchmark.
@@ -76,6 +93,9 @@ pub async fn run(args: PipelineBench) -> anyhow::Result<()> {
     anyhow::ensure!(args.seconds >= 10, "--seconds must be at least 10");
     if !args.processes.is_empty() {
         return fleet::run(&args, rpm).await;
+    }
+    if let Some(corpus) = &args.corpus {
+        return corpus::run(&args, corpus).await;
     }
     let limited = rate_limited(&args, rpm).await?;
     let hash = unlimited(&args, Provider::Hash).await?;
