@@ -2,7 +2,7 @@
 //!
 //! [`Access`] is resolved once per request (the HTTP layer's `identify`) and handed to the
 //! domain functions, which turn it into the collection filter of every query
-//! ([`crate::collections::reach`]): nothing is filtered after the fact. Roles nest: a reader
+//! ([`Access::reach`], a [`crate::collections::Reach`]): nothing is filtered after the fact. Roles nest: a reader
 //! searches, lists, reads and downloads; a writer also uploads, deletes and reprocesses; an admin
 //! does everything in every collection (jobs, schedules, models, tokens, metrics, collections).
 //! [`tokens`] owns the `tokens` table.

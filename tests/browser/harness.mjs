@@ -110,7 +110,7 @@ export async function start({ bypassCSP = false } = {}) {
     rmSync(modelDir, { recursive: true, force: true });
   }
 
-  return { page, baseUrl, apiJson, uploadTexts, problems, stop };
+  return { page, baseUrl, databaseUrl: own.toString(), apiJson, uploadTexts, problems, stop };
 }
 
 /** Waits until the documents list shows `name` with `status`. */
