@@ -22,9 +22,10 @@ create table webhook_endpoints (
     url text not null,
     events text[] not null
         constraint webhook_endpoints_events_nonempty check (cardinality(events) > 0),
-    -- Deliveries only for this collection's documents; null: every document. No foreign key
-    -- yet: collections are added beside this migration.
-    collection_id bigint,
+    -- Deliveries only for this collection's documents; null: every document. An endpoint of a
+    -- deleted collection goes with it.
+    collection_id bigint
+        constraint webhook_endpoints_collection_fkey references collections (id) on delete cascade,
     -- `whsec_<base64>`: the Standard Webhooks form; shown once, at registration.
     secret text not null,
     created_at timestamptz not null default now()

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::auth::Admin;
+use crate::collections::CollectionError;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path};
 use crate::webhooks::store::{self, Delivery, Endpoint};
@@ -26,7 +27,7 @@ pub struct NewWebhook {
     pub url: String,
     /// Event names: `document.ready`, `document.failed`, `document.deleted`, `upload.settled`.
     pub events: Vec<String>,
-    /// Only this collection's documents (not available yet: refused when given).
+    /// Only this collection's documents (and its uploads); absent: every collection.
     pub collection: Option<String>,
 }
 
@@ -67,12 +68,14 @@ pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewWebhook>,
 ) -> Result<(StatusCode, Json<CreatedWebhook>), ApiError> {
-    if body.collection.is_some() {
-        return Err(ApiError::new(
-            Code::InvalidWebhook,
-            "webhooks for one collection are not available yet; leave out \"collection\"",
-        ));
-    }
+    let collection = match body.collection.as_deref() {
+        None => None,
+        Some(name) => Some(
+            crate::collections::find(&state.pool, name)
+                .await?
+                .ok_or_else(|| CollectionError::NotFound(name.to_owned()))?,
+        ),
+    };
     let events = events(&body.events)?;
     if body.url.len() > 2048 {
         return Err(ApiError::new(
@@ -86,7 +89,14 @@ pub async fn create(
         .await
         .map_err(target_error)?;
     let secret = sign::new_secret();
-    let endpoint = store::create(&state.pool, &body.url, &events, None, &secret).await?;
+    let endpoint = store::create(
+        &state.pool,
+        &body.url,
+        &events,
+        collection.map(|c| c.0),
+        &secret,
+    )
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook { endpoint, secret }),

@@ -25,6 +25,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::collections::CollectionId;
 use crate::documents::{Document, DocumentStatus, UploadId, uploads};
 use crate::queue::{self, NewJob, QueueError};
 use crate::worker::Declare;
@@ -88,7 +89,7 @@ pub async fn document_changed(
         DocumentStatus::Failed => Event::DocumentFailed,
         _ => return Ok(()),
     };
-    announce(conn, event, serde_json::json!(document)).await?;
+    announce(conn, event, document.collection_id, serde_json::json!(document)).await?;
     if let Some(upload) = document.upload_id {
         settle_upload(conn, upload).await?;
     }
@@ -100,7 +101,13 @@ pub async fn document_deleted(
     conn: &mut PgConnection,
     document: &Document,
 ) -> Result<(), sqlx::Error> {
-    announce(conn, Event::DocumentDeleted, serde_json::json!(document)).await?;
+    announce(
+        conn,
+        Event::DocumentDeleted,
+        document.collection_id,
+        serde_json::json!(document),
+    )
+    .await?;
     if let Some(upload) = document.upload_id {
         settle_upload(conn, upload).await?;
     }
@@ -116,19 +123,25 @@ pub async fn upload_closed(conn: &mut PgConnection, upload: UploadId) -> Result<
 
 async fn settle_upload(conn: &mut PgConnection, upload: UploadId) -> Result<(), sqlx::Error> {
     if let Some(documents) = uploads::settle(conn, upload).await? {
+        // One request uploads into one collection; `settle` answers only non-empty uploads.
+        let Some(collection) = documents.first().map(|d| d.collection_id) else {
+            return Ok(());
+        };
         let data = serde_json::json!({ "upload_id": upload, "documents": documents });
-        announce(conn, Event::UploadSettled, data).await?;
+        announce(conn, Event::UploadSettled, collection, data).await?;
     }
     Ok(())
 }
 
-/// One delivery of `event` with `data` to every endpoint subscribed to it, each with its job.
+/// One delivery of `event` with `data` to every endpoint subscribed to it for `collection` (or
+/// for every collection), each with its job.
 async fn announce(
     conn: &mut PgConnection,
     event: Event,
+    collection: CollectionId,
     data: serde_json::Value,
 ) -> Result<(), sqlx::Error> {
-    let subscribers = store::subscribers(conn, event.as_str()).await?;
+    let subscribers = store::subscribers(conn, event.as_str(), collection).await?;
     if subscribers.is_empty() {
         return Ok(());
     }

@@ -10,6 +10,8 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::collections::CollectionId;
+
 /// A registered endpoint, as `GET /api/webhooks` shows it (never with its secret).
 #[derive(Debug, Clone, Serialize)]
 pub struct Endpoint {
@@ -112,13 +114,15 @@ pub async fn delete(pool: &PgPool, id: i64) -> Result<bool, sqlx::Error> {
 pub async fn subscribers(
     conn: &mut PgConnection,
     event: &str,
+    collection: CollectionId,
 ) -> Result<Vec<Subscriber>, sqlx::Error> {
     sqlx::query_as!(
         Subscriber,
         "select id from webhook_endpoints
-         where $1 = any(events) and collection_id is null
+         where $1 = any(events) and (collection_id is null or collection_id = $2)
          order by id",
-        event
+        event,
+        collection.0,
     )
     .fetch_all(conn)
     .await

@@ -488,3 +488,68 @@ async fn webhooks_are_listed_without_secrets_and_deleted_with_their_deliveries(p
         .expect("deliveries");
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
+
+#[sqlx::test]
+async fn a_webhook_for_one_collection_hears_only_that_collections_documents(pool: PgPool) {
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    docket::collections::create(&pool, "team")
+        .await
+        .expect("collection");
+    let everything = Receiver::start(&[]).await;
+    let team_only = Receiver::start(&[]).await;
+    registered(&app, &everything.url(), &["document.ready", "upload.settled"]).await;
+    let response = app
+        .client
+        .post(app.url("/api/webhooks"))
+        .json(&json!({ "url": team_only.url(), "events": ["document.ready", "upload.settled"], "collection": "team" }))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let unknown = app
+        .client
+        .post(app.url("/api/webhooks"))
+        .json(&json!({ "url": team_only.url(), "events": ["document.ready"], "collection": "nosuch" }))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+
+    crate::access::upload_into(&app, None, "default", "shared.txt", "For everyone.").await;
+    crate::access::upload_into(&app, None, "team", "team.txt", "For the team.").await;
+    app.worker().await.run_until_idle().await;
+
+    let names = |receiver: &Receiver| -> Vec<(String, String)> {
+        let mut seen: Vec<(String, String)> = receiver
+            .received()
+            .iter()
+            .map(|r| {
+                let body = r.json();
+                let name = match body["data"]["filename"].as_str() {
+                    Some(name) => name.to_owned(),
+                    None => body["data"]["documents"][0]["filename"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_owned(),
+                };
+                (body["type"].as_str().unwrap_or("?").to_owned(), name)
+            })
+            .collect();
+        seen.sort();
+        seen
+    };
+    let pair = |t: &str, n: &str| (t.to_owned(), n.to_owned());
+    assert_eq!(
+        names(&team_only),
+        [pair("document.ready", "team.txt"), pair("upload.settled", "team.txt")]
+    );
+    assert_eq!(
+        names(&everything),
+        [
+            pair("document.ready", "shared.txt"),
+            pair("document.ready", "team.txt"),
+            pair("upload.settled", "shared.txt"),
+            pair("upload.settled", "team.txt"),
+        ]
+    );
+}
