@@ -146,6 +146,7 @@ pub fn router(state: AppState) -> Router {
         .route("/reader.js", get(page::reader_script))
         .route("/search.js", get(page::search_script))
         .route("/collections.js", get(page::collections_script))
+        .route("/webhooks.js", get(page::webhooks_script))
         .route("/app.css", get(page::style))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

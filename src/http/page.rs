@@ -37,6 +37,10 @@ pub async fn reader_script() -> Response {
     script_asset(include_str!("../../web/reader.js"))
 }
 
+pub async fn webhooks_script() -> Response {
+    script_asset(include_str!("../../web/webhooks.js"))
+}
+
 pub async fn collections_script() -> Response {
     script_asset(include_str!("../../web/collections.js"))
 }
