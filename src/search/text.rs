@@ -21,7 +21,8 @@
 //!
 //! A collection filter sits inside the first pass's per-term scan, so each term's postings are
 //! read in impact order *among the caller's documents*: the best k it may see, never fewer
-//! because other collections' chunks took the places. (Document frequencies and the average
+//! because other collections' chunks took the places. A reach of few documents is checked
+//! against their ids; a larger one by looking up each posting's document. (Document frequencies and the average
 //! length stay those of the whole index: the ranking of a caller's hits depends a little on
 //! documents it cannot see, and says nothing about any one of them.)
 //!
@@ -130,7 +131,31 @@ pub(super) async fn rank(
     if weighted.terms.is_empty() {
         return Ok(Vec::new());
     }
-    score(pool, &stats, &weighted, query, within, limit).await
+    let few = few_documents(pool, within.collections).await?;
+    score(pool, &stats, &weighted, query, within, few.as_deref(), limit).await
+}
+
+/// A reach of at most this many documents is filtered by their ids (a short array each
+/// posting is compared with) instead of a lookup of each posting's document.
+const FEW_DOCUMENTS: i64 = 64;
+
+/// The documents of `collections` when they are few (see [`FEW_DOCUMENTS`]); `None` when
+/// there is no filter or too many for an id list.
+async fn few_documents(
+    pool: &PgPool,
+    collections: Option<&[i64]>,
+) -> Result<Option<Vec<i64>>, sqlx::Error> {
+    let Some(collections) = collections else {
+        return Ok(None);
+    };
+    let ids = sqlx::query_scalar!(
+        "select id from documents where collection_id = any($1) order by id limit $2",
+        collections,
+        FEW_DOCUMENTS + 1,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok((ids.len() as i64 <= FEW_DOCUMENTS).then_some(ids))
 }
 
 /// Each term's idf from its document frequency in `term_stats`; terms no chunk holds cannot
@@ -172,8 +197,11 @@ async fn score(
     weighted: &Weighted,
     query: &Query,
     within: Within<'_>,
+    few: Option<&[i64]>,
     limit: i64,
 ) -> Result<Vec<Candidate>, sqlx::Error> {
+    // The reach's own filter: its few documents' ids, else a lookup of each posting's document.
+    let collections = within.collections.filter(|_| few.is_none());
     let phrases: Vec<String> = query.phrases.iter().map(|p| phrase_regex(p)).collect();
     let candidates = (limit * 4).max(CANDIDATES);
     let rows = sqlx::query!(
@@ -191,6 +219,7 @@ async fn score(
                    and ($14::bigint[] is null or exists (
                            select 1 from documents d
                            where d.id = t.document_id and d.collection_id = any($14)))
+                   and ($15::bigint[] is null or t.document_id = any($15))
                  order by t.impact desc
                  limit $4
              ) p
@@ -250,7 +279,8 @@ async fn score(
         &phrases[..],
         within.per_document,
         limit,
-        within.collections,
+        collections,
+        few,
     )
     .fetch_all(pool)
     .await?;
