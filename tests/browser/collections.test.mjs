@@ -53,7 +53,7 @@ test("the picker chooses where uploads go and what the list shows", async () => 
   await page.reload();
   await page.waitForFunction(() => document.getElementById("collection-picker").dataset.loaded === "true");
   const options = await page.$$eval("#collection-picker option", (o) => o.map((x) => x.textContent));
-  assert.deepEqual(options, ["All collections", "team-a", "team-b"]);
+  assert.deepEqual(options, ["All collections", "default", "team-a", "team-b"]);
   await waitForStatus(page, "bravo-merger.txt", "ready");
   await waitForStatus(page, "alpha-notes.txt", "ready");
 
