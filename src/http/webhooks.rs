@@ -11,9 +11,9 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::auth::Admin;
-use crate::collections::CollectionError;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path};
+use crate::collections::CollectionError;
 use crate::webhooks::store::{self, Delivery, Endpoint};
 use crate::webhooks::{self, Event, TargetError, sign};
 

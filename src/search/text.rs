@@ -132,7 +132,16 @@ pub(super) async fn rank(
         return Ok(Vec::new());
     }
     let few = few_documents(pool, within.collections).await?;
-    score(pool, &stats, &weighted, query, within, few.as_deref(), limit).await
+    score(
+        pool,
+        &stats,
+        &weighted,
+        query,
+        within,
+        few.as_deref(),
+        limit,
+    )
+    .await
 }
 
 /// A reach of at most this many documents is filtered by their ids (a short array each

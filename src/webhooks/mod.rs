@@ -89,7 +89,13 @@ pub async fn document_changed(
         DocumentStatus::Failed => Event::DocumentFailed,
         _ => return Ok(()),
     };
-    announce(conn, event, document.collection_id, serde_json::json!(document)).await?;
+    announce(
+        conn,
+        event,
+        document.collection_id,
+        serde_json::json!(document),
+    )
+    .await?;
     if let Some(upload) = document.upload_id {
         settle_upload(conn, upload).await?;
     }

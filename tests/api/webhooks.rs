@@ -497,7 +497,12 @@ async fn a_webhook_for_one_collection_hears_only_that_collections_documents(pool
         .expect("collection");
     let everything = Receiver::start(&[]).await;
     let team_only = Receiver::start(&[]).await;
-    registered(&app, &everything.url(), &["document.ready", "upload.settled"]).await;
+    registered(
+        &app,
+        &everything.url(),
+        &["document.ready", "upload.settled"],
+    )
+    .await;
     let response = app
         .client
         .post(app.url("/api/webhooks"))
@@ -541,7 +546,10 @@ async fn a_webhook_for_one_collection_hears_only_that_collections_documents(pool
     let pair = |t: &str, n: &str| (t.to_owned(), n.to_owned());
     assert_eq!(
         names(&team_only),
-        [pair("document.ready", "team.txt"), pair("upload.settled", "team.txt")]
+        [
+            pair("document.ready", "team.txt"),
+            pair("upload.settled", "team.txt")
+        ]
     );
     assert_eq!(
         names(&everything),
