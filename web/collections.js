@@ -102,7 +102,13 @@ function setUpCollections() {
       status.textContent = err.message;
     }
   });
-  refreshCollections().catch((err) => showError(err.message));
+  const refresh = () => refreshCollections().catch((err) => showError(err.message));
+  // The counts are read when the table is opened; a token given later reloads the picker.
+  $("collections").addEventListener("toggle", () => {
+    if ($("collections").open) refresh();
+  });
+  $("token-form").addEventListener("submit", refresh);
+  refresh();
 }
 
 document.addEventListener("DOMContentLoaded", setUpCollections);
