@@ -159,8 +159,18 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             guard::check,
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// The span of one request: its method and path, never its query string, which may carry a
+/// token (`/api/events?access_token=…`, since EventSource cannot send headers).
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    tracing::debug_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+    )
 }
 
 async fn api_not_found() -> error::ApiError {
