@@ -25,12 +25,6 @@ function uploadPath() {
   return `/api/documents?${new URLSearchParams({ collection: name })}`;
 }
 
-function formatBytes(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-}
-
 /** Fills the picker and the usage table from GET /api/collections. */
 async function refreshCollections() {
   const picker = $("collection-picker");

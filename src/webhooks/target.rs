@@ -245,25 +245,19 @@ fn classify_v6(v6: Ipv6Addr) -> Class {
         Class::Refused("a private (unique local) address")
     } else if v6.segments()[..6] == [0, 0, 0, 0, 0, 0] {
         // IPv4-compatible (deprecated) addresses: judge the IPv4 address they carry.
-        let [.., g, h] = v6.segments();
-        classify_v4(Ipv4Addr::new(
-            (g >> 8) as u8,
-            g as u8,
-            (h >> 8) as u8,
-            h as u8,
-        ))
+        classify_v4(last_32_bits(v6))
     } else if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         // NAT64: the IPv4 address it translates to.
-        let [.., g, h] = v6.segments();
-        classify_v4(Ipv4Addr::new(
-            (g >> 8) as u8,
-            g as u8,
-            (h >> 8) as u8,
-            h as u8,
-        ))
+        classify_v4(last_32_bits(v6))
     } else {
         Class::Public
     }
+}
+
+/// The IPv4 address in the low 32 bits of `v6` (compatible and NAT64 forms carry it there).
+fn last_32_bits(v6: Ipv6Addr) -> Ipv4Addr {
+    // Truncation keeps exactly the low 32 bits.
+    Ipv4Addr::from(u128::from(v6) as u32)
 }
 
 #[cfg(test)]

@@ -105,20 +105,12 @@ pub(crate) async fn upload_status(
     name: &str,
     text: &str,
 ) -> (StatusCode, Value) {
-    let form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_owned()),
-    );
-    let mut request = app
-        .client
-        .post(app.url(&format!("/api/documents?collection={collection}")))
-        .multipart(form);
-    if let Some(secret) = secret {
-        request = request.bearer_auth(secret);
-    }
-    let response = request.send().await.expect("upload");
-    let status = response.status();
-    (status, response.json().await.expect("JSON"))
+    app.upload_to(
+        &format!("/api/documents?collection={collection}"),
+        secret,
+        &[(name, text.as_bytes().to_vec())],
+    )
+    .await
 }
 
 /// Whether `body` mentions B's document in any way a client could read.

@@ -213,6 +213,17 @@ impl TestApp {
 
     /// Sends `files` as one multipart upload; answers the status and the JSON body.
     pub async fn upload(&self, files: &[(&str, Vec<u8>)]) -> (StatusCode, Value) {
+        self.upload_to("/api/documents", None, files).await
+    }
+
+    /// [`TestApp::upload`] to `path` (e.g. with `?collection=`), with `secret` as the bearer
+    /// token when given.
+    pub async fn upload_to(
+        &self,
+        path: &str,
+        secret: Option<&str>,
+        files: &[(&str, Vec<u8>)],
+    ) -> (StatusCode, Value) {
         let mut form = reqwest::multipart::Form::new();
         for (name, bytes) in files {
             form = form.part(
@@ -220,13 +231,11 @@ impl TestApp {
                 reqwest::multipart::Part::bytes(bytes.clone()).file_name((*name).to_owned()),
             );
         }
-        let response = self
-            .client
-            .post(self.url("/api/documents"))
-            .multipart(form)
-            .send()
-            .await
-            .expect("upload request");
+        let mut request = self.client.post(self.url(path)).multipart(form);
+        if let Some(secret) = secret {
+            request = request.bearer_auth(secret);
+        }
+        let response = request.send().await.expect("upload request");
         let status = response.status();
         (status, response.json().await.expect("upload answers JSON"))
     }
