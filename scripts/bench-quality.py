@@ -8,13 +8,17 @@ calls this script (with the bench venv's Python when the reference BM25 is wante
 
 Usage: bench-quality.py HITS_JSON CHECK_PY
 Prints a table per mode (overall, per language, per kind), the fusion methods side by side,
-the reference BM25's top-10 overlap, and last one JSON line.
+how often unanswerable questions stay silent, how well relevance matches the observed rate of
+answers, the reference BM25's top-10 overlap, and last one JSON line. With "fit" in the input,
+it also fits the relevance models (scripts/relevance_fit.py) and prints them as Rust constants.
 """
 
 import importlib.util
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collections import defaultdict
 
 K = 10
@@ -115,7 +119,7 @@ def main():
         }
     print(f"search quality: {len(questions)} questions, model {data['model_version']}"
           f" (semantic: {data['semantic']}), ingest {data['ingest']}")
-    for mode in ("vector", "text", "hybrid"):
+    for mode in ("vector", "text", "hybrid", "hybrid:all"):
         if mode not in summary:
             continue
         s = summary[mode]
@@ -125,6 +129,13 @@ def main():
         fusion = f", fusion {data['default_fusion']}" if mode == "hybrid" else ""
         table(f"{mode}{fusion}: {s['overall']['no_hits']} questions without hits, "
               f"{data['mean_ms_per_query'][mode]} ms per query", rows)
+    pairs = [("vector", "vector:all"), ("text", "text:all"), ("hybrid", "hybrid:all")]
+    print("\nthe default min_relevance against every hit (passage@5):")
+    for page, everything in pairs:
+        if page in summary and everything in summary:
+            a = summary[page]["overall"]["passage@5"]
+            b = summary[everything]["overall"]["passage@5"]
+            print(f"  {page:<8} {a:.3f} against {b:.3f} (drop {b - a:+.3f})")
     fusions = [(m, s["overall"]) for m, s in summary.items() if m.startswith("hybrid:")]
     if fusions:
         table("hybrid fusion methods (overall)", fusions)
@@ -136,13 +147,30 @@ def main():
         "questions": len(questions),
         "default_fusion": data["default_fusion"],
     }
-    for mode in ("vector", "text", "hybrid"):
+    for mode in ("vector", "text", "hybrid", "hybrid:all"):
         if mode in summary:
             o = summary[mode]["overall"]
             out[mode] = {k: o[k] for k in ("doc@1", "doc@3", "passage@1", "passage@5", "passage@10", "mrr", "no_hits")}
             out[mode]["ko_passage@5"] = summary[mode]["lang"].get("ko", {}).get("passage@5")
+            out[mode]["lang_passage@5"] = {k: m["passage@5"] for k, m in summary[mode]["lang"].items()}
     out["fusions"] = {m[len("hybrid:"):]: {"passage@1": s["passage@1"], "passage@5": s["passage@5"], "mrr": s["mrr"]}
                       for m, s in fusions}
+    silent = {}
+    for mode, answers in data.get("unanswerable", {}).items():
+        quiet = sum(1 for a in answers if not any(h["relevance"] >= 0.5 for h in a["hits"]))
+        silent[mode] = round(quiet / len(answers), 3) if answers else None
+        loud = [a["query"] for a in answers if any(h["relevance"] >= 0.5 for h in a["hits"])]
+        print(f"\nunanswerable questions, {mode}: {quiet} of {len(answers)} silent "
+              f"(no hit with relevance >= 0.5)" + (f"; not: {loud}" if loud else ""))
+    out["unanswerable_silent"] = silent
+    import relevance_fit
+    for mode in ("vector:all", "text:all", "hybrid:all"):
+        if mode in data["runs"]:
+            rows = relevance_fit.labelled(questions, data["runs"][mode], check)
+            print(f"\nrelevance against the observed rate of answers, {mode}:")
+            out.setdefault("calibration", {})[mode] = relevance_fit.reliability(rows)
+    if data.get("fit"):
+        relevance_fit.fit_and_print(questions, data["runs"], check)
     if data.get("reference"):
         mean, worst = reference_overlap(data["reference"])
         print(f"\nreference BM25 (bm25s, lucene variant): top-10 overlap with docket's text mode "

@@ -264,6 +264,11 @@ pub struct SearchSettings {
     /// How often each replica's lag is measured, in milliseconds.
     #[arg(long, env = "DOCKET_SEARCH_PROBE_MS", default_value_t = 1000)]
     pub search_probe_ms: u64,
+
+    /// Hits less relevant than this (0 to 1) are left out of a search unless it asks for them
+    /// (`min_relevance`); 0 returns every hit.
+    #[arg(long, env = "DOCKET_MIN_RELEVANCE", default_value_t = crate::search::DEFAULT_MIN_RELEVANCE)]
+    pub min_relevance: f64,
 }
 
 impl Default for SearchSettings {
@@ -272,6 +277,7 @@ impl Default for SearchSettings {
             search_database_url: Vec::new(),
             search_max_lag_ms: 2000,
             search_probe_ms: 1000,
+            min_relevance: crate::search::DEFAULT_MIN_RELEVANCE,
         }
     }
 }
@@ -310,6 +316,11 @@ impl SearchSettings {
             return Err(ConfigError(
                 "DOCKET_SEARCH_PROBE_MS must be at least 10 and DOCKET_SEARCH_MAX_LAG_MS at least 1"
                     .into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_relevance) {
+            return Err(ConfigError(
+                "DOCKET_MIN_RELEVANCE must be between 0 and 1".into(),
             ));
         }
         Ok(())

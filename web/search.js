@@ -47,6 +47,32 @@ async function openOriginal(hit) {
   }
 }
 
+/** How likely a passage answers the question, in words a person reads (relevance is the
+ * estimated probability, calibrated so that 0.5 means even odds). */
+function relevanceWords(relevance) {
+  if (relevance >= 0.8) return "strong match";
+  if (relevance >= 0.5) return "likely match";
+  return "weak match";
+}
+
+/** A bar and its words for a hit's relevance. */
+function relevanceNode(hit) {
+  const relevance = Number(hit.relevance) || 0;
+  const words = relevanceWords(relevance);
+  const span = el("span", null, `relevance ${words.split(" ")[0]}`);
+  const meter = document.createElement("meter");
+  meter.min = 0;
+  meter.max = 1;
+  meter.low = 0.5;
+  meter.high = 0.8;
+  meter.optimum = 1;
+  meter.value = relevance;
+  meter.setAttribute("aria-label", `${words}: ${Math.round(relevance * 100)}% likely to answer`);
+  span.append(meter, ` ${words}`);
+  span.title = `${Math.round(relevance * 100)}% likely to answer the question`;
+  return span;
+}
+
 /** One passage: where it is, a link to it in the extracted text, the original file, and its
  * snippet. */
 function hitNode(hit, switching) {
@@ -67,7 +93,7 @@ function hitNode(hit, switching) {
     event.preventDefault();
     openOriginal(hit);
   });
-  where.append(el("span", label, "page"), " · ", read, " · ", open);
+  where.append(relevanceNode(hit), " · ", el("span", label, "page"), " · ", read, " · ", open);
   // During a model switch, say which version's vector found the chunk.
   if (switching && hit.model_version) where.append(el("span", ` · under ${hit.model_version}`, "version"));
   item.append(where, snippetNode(hit));
@@ -148,10 +174,17 @@ async function runSearch(q, mode) {
     const passages = groups.reduce((n, g) => n + g.hits.length, 0);
     const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
     const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
-    const count = groups.length === 0
-      ? "No results"
-      : `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
+    const found = `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
+    let count;
+    if (body.no_good_match) {
+      count = groups.length === 0
+        ? "No good match"
+        : `No good match: only ${passages} weak result${passages === 1 ? "" : "s"}, unlikely to answer,`;
+    } else {
+      count = groups.length === 0 ? "No results" : found;
+    }
     status.textContent = `${count} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
+    status.classList.toggle("no-good-match", Boolean(body.no_good_match));
   } catch (err) {
     lastSearch = null;
     results.replaceChildren();

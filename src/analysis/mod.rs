@@ -179,6 +179,33 @@ fn stemmed_or_simple(lang: Lang) -> Language {
         })
 }
 
+/// The writing system a text is mostly in, as far as keyword matching goes: two texts in
+/// different ones share no index terms (Japanese and Chinese share Han characters, so they are
+/// one here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    Latin,
+    Cyrillic,
+    Greek,
+    Hangul,
+    /// Han characters and kana: Chinese and Japanese.
+    Han,
+    Other,
+}
+
+/// The script most of `text`'s letters are in; `None` for text without letters.
+pub fn script(text: &str) -> Option<Script> {
+    use whatlang::Script as W;
+    Some(match whatlang::detect_script(text)? {
+        W::Latin => Script::Latin,
+        W::Cyrillic => Script::Cyrillic,
+        W::Greek => Script::Greek,
+        W::Hangul => Script::Hangul,
+        W::Mandarin | W::Hiragana | W::Katakana => Script::Han,
+        _ => Script::Other,
+    })
+}
+
 /// One indexed term and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {

@@ -52,7 +52,8 @@ impl App {
             pool.clone(),
             pipeline.embedder.clone(),
             pipeline.model.clone(),
-        );
+        )
+        .with_min_relevance(config.http.search.min_relevance);
         if let Some(replicas) = search_replicas(&pool, &config)? {
             searcher = searcher.with_replicas(replicas);
         }

@@ -25,6 +25,10 @@ pub(super) struct SearchArgs {
     /// Search this model version instead of the active one.
     #[arg(long)]
     model_version: Option<String>,
+    /// Only hits at least this relevant (0 to 1; 0 shows every hit); the default leaves out
+    /// the least relevant.
+    #[arg(long)]
+    min_relevance: Option<f64>,
     /// Print the results as JSON (the shape of GET /api/search).
     #[arg(long)]
     json: bool,
@@ -59,6 +63,7 @@ pub(super) async fn run(args: SearchArgs) -> anyhow::Result<()> {
             collections,
             model_version: args.model_version,
             group: false,
+            min_relevance: args.min_relevance,
         })
         .await?;
     if args.json {
@@ -85,6 +90,9 @@ fn print_table(results: &SearchResults) {
         results.hits.len(),
         results.mode
     );
+    if results.no_good_match {
+        println!("     no good match: no hit is likely to answer (relevance 0.5 or more)");
+    }
     // During a model switch: which older versions answered, and which could not.
     for other in results.versions.iter().skip(1) {
         match (&other.reason, other.documents) {
@@ -95,9 +103,9 @@ fn print_table(results: &SearchResults) {
     }
     for (rank, hit) in results.hits.iter().enumerate() {
         println!(
-            "{:>3}. {:.4}  {} p.{} #{} (document {})",
+            "{:>3}. relevance {:.2}  {} p.{} #{} (document {})",
             rank + 1,
-            hit.score,
+            hit.relevance,
             hit.filename,
             hit.page,
             hit.chunk_index,

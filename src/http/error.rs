@@ -217,6 +217,7 @@ impl From<SearchError> for ApiError {
             SearchError::EmptyQuery => Code::EmptyQuery,
             SearchError::QueryTooLong(_) => Code::QueryTooLong,
             SearchError::InvalidK(_) => Code::InvalidK,
+            SearchError::InvalidMinRelevance(_) => Code::InvalidMinRelevance,
             SearchError::UnknownModel(_) => Code::ModelVersionNotFound,
             SearchError::NoActiveModel => Code::NoActiveModel,
             SearchError::ModelNotEmbeddable { .. } => Code::ModelVersionNotEmbeddable,

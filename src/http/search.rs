@@ -26,6 +26,8 @@ pub struct SearchQuery {
     model_version: Option<String>,
     /// `document` gathers the hits by document (`groups`); absent or empty, a flat list only.
     group: Option<String>,
+    /// Only hits at least this relevant (0 to 1); `0` returns every hit.
+    min_relevance: Option<f64>,
 }
 
 /// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&collection=…&model_version=…&group=document`.
@@ -62,6 +64,7 @@ pub async fn search(
         collections,
         model_version: query.model_version.filter(|v| !v.is_empty()),
         group,
+        min_relevance: query.min_relevance,
     };
     Ok(Json(state.searcher.search(&request).await?))
 }

@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use super::snippet::snippet;
 use super::vector::Route;
 use super::{Candidate, Hit};
-use crate::analysis::{self, Language};
+use crate::analysis::{self, Language, Script};
 
 /// The hits of a set of candidates, by chunk.
 pub(super) struct Fetched(HashMap<(i64, i32), Hit>);
@@ -109,6 +109,7 @@ fn hit_of(row: Row, candidate: &Candidate, terms: &BTreeSet<&str>, routes: &[Rou
         page,
         location,
         chunk_index,
+        relevance: candidate.relevance,
         score: candidate.score,
         text,
         snippet,
@@ -117,5 +118,37 @@ fn hit_of(row: Row, candidate: &Candidate, terms: &BTreeSet<&str>, routes: &[Rou
             .route
             .and_then(|at| routes.get(at))
             .map(|r| r.version.model_version.clone()),
+        signals: candidate.signals,
     }
+}
+
+/// The script each of `chunks` is mostly written in (from its first few hundred characters);
+/// a chunk that vanished is left out.
+pub(super) async fn scripts(
+    pool: &PgPool,
+    chunks: &[(i64, i32)],
+) -> Result<HashMap<(i64, i32), Option<Script>>, sqlx::Error> {
+    if chunks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: Vec<i64> = chunks.iter().map(|k| k.0).collect();
+    let indexes: Vec<i32> = chunks.iter().map(|k| k.1).collect();
+    let rows = sqlx::query!(
+        r#"select c.document_id, c.chunk_index, left(c.text, 400) as "start!"
+         from unnest($1::bigint[], $2::int[]) as wanted(document_id, chunk_index)
+         join chunks c using (document_id, chunk_index)"#,
+        &ids[..],
+        &indexes[..],
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            (
+                (row.document_id, row.chunk_index),
+                analysis::script(&row.start),
+            )
+        })
+        .collect())
 }

@@ -37,6 +37,7 @@ pub mod index;
 mod plan;
 mod rank;
 pub mod reader;
+pub mod relevance;
 pub mod replicas;
 mod snippet;
 mod text;
@@ -102,6 +103,9 @@ pub struct SearchRequest {
     pub model_version: Option<String>,
     /// Also gather the hits by document ([`SearchResults::groups`]).
     pub group: bool,
+    /// Only hits at least this relevant (0 to 1; 0 returns every hit); the searcher's setting
+    /// when `None`.
+    pub min_relevance: Option<f64>,
 }
 
 /// One result: a chunk, where it sits, and why it matched.
@@ -118,9 +122,12 @@ pub struct Hit {
     /// heading.
     pub location: Option<String>,
     pub chunk_index: i32,
-    /// Higher is better. vector: cosine similarity; text: the BM25 score; hybrid: the fused
-    /// score (with min-max fusion in [0, 1], 1 for the best match of both lists). Comparable
-    /// within one response only.
+    /// The estimated probability that this passage answers the question, in [0, 1]: the same
+    /// number means the same confidence in every mode, language and query (see [`relevance`]).
+    /// Hybrid hits come in its order.
+    pub relevance: f64,
+    /// The mode's own score, higher is better. vector: cosine similarity; text: the BM25
+    /// score; hybrid: the relevance. Comparable within one response only.
     pub score: f64,
     pub text: String,
     /// Plain text where the query's words are densest (the chunk's start when none occurs).
@@ -129,6 +136,24 @@ pub struct Hit {
     pub highlights: Vec<Highlight>,
     /// The model version whose vector matched this chunk; `None` for a text-only match.
     pub model_version: Option<String>,
+    /// What `relevance` was computed from (for measuring the calibration; not sent).
+    #[serde(skip)]
+    pub signals: Signals,
+}
+
+/// What a candidate's relevance is read from: each list's evidence on a scale that means the
+/// same for every query.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Signals {
+    /// Cosine similarity of the query's vector and the chunk's; `None` when no vector was
+    /// compared (text mode, or a chunk without a vector).
+    pub cosine: Option<f64>,
+    /// The chunk's BM25 score as a share of the most the query's words could score, in
+    /// [0, 1); `None` in vector mode.
+    pub keyword: Option<f64>,
+    /// Whether the chunk is written in another language than the query (keywords cannot
+    /// match across scripts, so their absence says less).
+    pub other_language: bool,
 }
 
 /// What a search found.
@@ -142,6 +167,14 @@ pub struct SearchResults {
     /// embedder, which only sees spellings).
     pub semantic: bool,
     pub hits: Vec<Hit>,
+    /// True when no hit reaches a relevance of 0.5: nothing found is likely to answer the
+    /// question; `hits` then holds at most [`WEAK_HITS`] weak ones.
+    pub no_good_match: bool,
+    /// The threshold this search applied (`min_relevance`).
+    pub min_relevance: f64,
+    /// Whether `relevance` was fitted for this embedding model (false: a conservative
+    /// fallback, see [`relevance`]).
+    pub calibrated: bool,
     /// With `group`: the documents of the best hits, in order, each with its hits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<Group>>,
@@ -188,6 +221,8 @@ pub enum SearchError {
     QueryTooLong(usize),
     #[error("k must be between 1 and {MAX_K}, not {0}")]
     InvalidK(i64),
+    #[error("min_relevance must be between 0 and 1, not {0}")]
+    InvalidMinRelevance(f64),
     #[error("model version {0:?} is not registered")]
     UnknownModel(String),
     #[error("no model version is active yet: start a worker so one is registered")]
@@ -231,6 +266,10 @@ pub struct Searcher {
     stats: std::sync::Arc<text::StatsCache>,
     /// Read replicas that answer searches in the primary's stead, when configured.
     replicas: Option<std::sync::Arc<Replicas>>,
+    /// Hits below this relevance are left out unless a request says otherwise.
+    min_relevance: f64,
+    /// How relevance is read from signals for this searcher's embedding model.
+    calibration: relevance::Calibration,
 }
 
 /// A candidate before its text is fetched.
@@ -241,6 +280,9 @@ struct Candidate {
     score: f64,
     /// The position in [`vector::Plan::routes`] of the version whose vector matched, if one did.
     route: Option<usize>,
+    signals: Signals,
+    /// The estimated probability that the chunk answers the question ([`relevance`]).
+    relevance: f64,
 }
 
 /// How many candidates each list of a hybrid search contributes, per hit asked for: fusion can
@@ -250,10 +292,19 @@ const HYBRID_DEPTH: i64 = 4;
 const GROUP_DEPTH: i64 = 5;
 /// Most hits a group shows.
 const GROUP_HITS: usize = 5;
+/// The relevance from which a hit counts as a good match (even odds that it answers).
+pub const GOOD_MATCH: f64 = 0.5;
+/// Most hits a search returns when none is a good match: a few weak ones to look at, not a
+/// page of noise.
+pub const WEAK_HITS: usize = 3;
+/// Hits less relevant than this are left out unless a request asks for them
+/// (`min_relevance=0`); `DOCKET_MIN_RELEVANCE` changes it.
+pub const DEFAULT_MIN_RELEVANCE: f64 = 0.1;
 
 impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.
     pub fn new(pool: PgPool, embedder: Embedder, model: ModelVersion) -> Self {
+        let calibration = relevance::Calibration::for_model(&embedder.model_id());
         Self {
             fusion: Fusion::default_for(embedder.is_semantic()),
             pool,
@@ -261,7 +312,15 @@ impl Searcher {
             model,
             stats: Default::default(),
             replicas: None,
+            min_relevance: DEFAULT_MIN_RELEVANCE,
+            calibration,
         }
+    }
+
+    /// The same searcher leaving out hits below `min_relevance` by default.
+    pub fn with_min_relevance(mut self, min_relevance: f64) -> Self {
+        self.min_relevance = min_relevance.clamp(0.0, 1.0);
+        self
     }
 
     /// The same searcher sending searches to `replicas` (see [`replicas`]); `pool` stays the

@@ -9,9 +9,11 @@
 use super::hits::{self, Fetched};
 use super::vector::{self, Route};
 use super::{
-    Candidate, GROUP_DEPTH, GROUP_HITS, Group, HYBRID_DEPTH, Hit, MAX_K, MAX_QUERY_CHARS, Mode,
-    SearchError, SearchRequest, SearchResults, Searcher, rank, text,
+    Candidate, Fusion, GOOD_MATCH, GROUP_DEPTH, GROUP_HITS, Group, HYBRID_DEPTH, Hit, MAX_K,
+    MAX_QUERY_CHARS, Mode, SearchError, SearchRequest, SearchResults, Searcher, WEAK_HITS, rank,
+    text,
 };
+use crate::analysis;
 use crate::analysis::query::{self, Query};
 use crate::models;
 
@@ -69,6 +71,17 @@ fn checked_query(request: &SearchRequest) -> Result<&str, SearchError> {
     Ok(query)
 }
 
+/// The candidates at least `min_relevance` relevant, and whether none is a good match (then
+/// only the first [`WEAK_HITS`] of them are kept).
+fn judged(mut candidates: Vec<Candidate>, min_relevance: f64) -> (Vec<Candidate>, bool) {
+    let no_good_match = !candidates.iter().any(|c| c.relevance >= GOOD_MATCH);
+    candidates.retain(|c| c.relevance >= min_relevance);
+    if no_good_match {
+        candidates.truncate(WEAK_HITS);
+    }
+    (candidates, no_good_match)
+}
+
 /// The groups of a grouped search, with their fetched hits; a group whose chunks all vanished
 /// between the queries is left out.
 fn groups_of(grouped: &[Vec<Candidate>], fetched: &Fetched) -> Vec<Group> {
@@ -93,6 +106,10 @@ impl Searcher {
         request: &SearchRequest,
     ) -> Result<SearchResults, SearchError> {
         let query = checked_query(request)?;
+        let min_relevance = request.min_relevance.unwrap_or(self.min_relevance);
+        if !(0.0..=1.0).contains(&min_relevance) {
+            return Err(SearchError::InvalidMinRelevance(min_relevance));
+        }
         let parsed = query::parse(query);
         let depths = Depths::of(request);
         let plan = if request.mode.uses_vectors() {
@@ -103,6 +120,7 @@ impl Searcher {
         let candidates = self
             .candidates(request.mode, query, &parsed, depths, &plan.routes)
             .await?;
+        let (candidates, no_good_match) = judged(candidates, min_relevance);
         let (hits, groups) = self
             .hits(request.group, &parsed, &candidates, depths.k, &plan.routes)
             .await?;
@@ -116,13 +134,16 @@ impl Searcher {
                 && plan.routes.iter().all(|r| r.embedder.is_semantic()),
             model_version,
             hits,
+            no_good_match,
+            min_relevance,
+            calibrated: self.calibration.fitted || request.mode == Mode::Text,
             groups,
             versions: plan.versions,
             partial: plan.partial,
         })
     }
 
-    /// The candidates of `mode`, best first.
+    /// The candidates of `mode`, best first, each with its relevance.
     async fn candidates(
         &self,
         mode: Mode,
@@ -131,12 +152,13 @@ impl Searcher {
         depths: Depths<'_>,
         routes: &[Route],
     ) -> Result<Vec<Candidate>, SearchError> {
-        match mode {
+        let mut candidates = match mode {
             Mode::Vector => {
                 self.vectors(query, routes, depths.collections, depths.depth)
-                    .await
+                    .await?
+                    .0
             }
-            Mode::Text => Ok(self.keywords(parsed, depths, depths.depth).await?),
+            Mode::Text => self.keywords(parsed, depths, depths.depth).await?,
             Mode::Hybrid => {
                 let list = depths.hybrid_list();
                 // The lists are independent: ask for both at once, on separate connections.
@@ -144,14 +166,68 @@ impl Searcher {
                     self.vectors(query, routes, depths.collections, list),
                     self.keywords(parsed, depths, list)
                 );
-                Ok(rank::fuse(
-                    &vectors?,
-                    &text?,
-                    self.fusion,
-                    usize::try_from(depths.depth).unwrap_or(0),
-                ))
+                let ((vectors, embedded), text) = (vectors?, text?);
+                let mut fused = rank::fuse(&vectors, &text, self.fusion, usize::MAX);
+                self.complete(&mut fused, query, parsed, &embedded, routes)
+                    .await?;
+                fused
             }
+        };
+        for candidate in &mut candidates {
+            candidate.relevance = self.calibration.relevance(mode, &candidate.signals);
         }
+        if mode == Mode::Hybrid {
+            if self.fusion == Fusion::Relevance {
+                // Stable: among equal relevance the vector list's order, then the keyword list's.
+                candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+                for candidate in &mut candidates {
+                    candidate.score = candidate.relevance;
+                }
+            }
+            candidates.truncate(usize::try_from(depths.depth).unwrap_or(0));
+        }
+        Ok(candidates)
+    }
+
+    /// Fills in what one list of a hybrid search did not measure for a chunk the other found:
+    /// its cosine, its keyword share, and whether it is in the query's script.
+    async fn complete(
+        &self,
+        fused: &mut [Candidate],
+        query: &str,
+        parsed: &Query,
+        embedded: &vector::Embedded,
+        routes: &[Route],
+    ) -> Result<(), SearchError> {
+        let key = |c: &Candidate| (c.document_id, c.chunk_index);
+        let all: Vec<(i64, i32)> = fused.iter().map(key).collect();
+        let no_cosine: Vec<(i64, i32)> = fused
+            .iter()
+            .filter(|c| c.signals.cosine.is_none())
+            .map(key)
+            .collect();
+        let no_keyword: Vec<(i64, i32)> = fused
+            .iter()
+            .filter(|c| c.signals.keyword.is_none())
+            .map(key)
+            .collect();
+        let (cosines, shares, scripts) = tokio::try_join!(
+            self.cosines(embedded, routes, &no_cosine),
+            text::shares(&self.pool, &self.stats, parsed, &no_keyword),
+            hits::scripts(&self.pool, &all),
+        )?;
+        let script = analysis::script(query);
+        for candidate in fused {
+            let at = key(candidate);
+            let signals = &mut candidate.signals;
+            signals.cosine = signals.cosine.or_else(|| cosines.get(&at).copied());
+            signals.keyword = signals.keyword.or_else(|| shares.get(&at).copied());
+            signals.other_language = match (script, scripts.get(&at).copied().flatten()) {
+                (Some(ours), Some(theirs)) => ours != theirs,
+                _ => false,
+            };
+        }
+        Ok(())
     }
 
     /// The `limit` best keyword candidates (see [`text`]).

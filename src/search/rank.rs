@@ -27,6 +27,10 @@ pub enum Fusion {
     MinMax { text: f64 },
     /// The same weighted sum over z-scores (a chunk missing from a list gets that list's lowest).
     ZScore { text: f64 },
+    /// Both lists' chunks ordered by their relevance ([`super::relevance`]): the probability,
+    /// fitted on the development set, that a chunk answers the question given its cosine and
+    /// its share of the query's keyword weight.
+    Relevance,
 }
 
 /// The method hybrid search uses with an embedder that captures meaning: the best of the
@@ -47,7 +51,8 @@ impl Fusion {
         }
     }
 
-    /// Parses `rrf:K`, `minmax:W` or `zscore:W` (W the keyword list's weight, 0 to 1).
+    /// Parses `rrf:K`, `minmax:W`, `zscore:W` (W the keyword list's weight, 0 to 1) or
+    /// `relevance:1`.
     pub fn parse(text: &str) -> Option<Fusion> {
         let (method, value) = text.split_once(':')?;
         let value: f64 = value.parse().ok()?;
@@ -55,6 +60,7 @@ impl Fusion {
             "rrf" if value >= 0.0 => Some(Fusion::Rrf { k: value }),
             "minmax" if (0.0..=1.0).contains(&value) => Some(Fusion::MinMax { text: value }),
             "zscore" if (0.0..=1.0).contains(&value) => Some(Fusion::ZScore { text: value }),
+            "relevance" => Some(Fusion::Relevance),
             _ => None,
         }
     }
@@ -65,6 +71,7 @@ impl Fusion {
             Fusion::Rrf { k } => format!("rrf:{k}"),
             Fusion::MinMax { text } => format!("minmax:{text}"),
             Fusion::ZScore { text } => format!("zscore:{text}"),
+            Fusion::Relevance => "relevance:1".to_owned(),
         }
     }
 }
@@ -87,6 +94,8 @@ pub(super) fn fuse(
         }
         Fusion::MinMax { text: w } => (min_max(vector), min_max(text), Some(w)),
         Fusion::ZScore { text: w } => (z_scores(vector), z_scores(text), Some(w)),
+        // Ordered afterwards, once every chunk's relevance is known.
+        Fusion::Relevance => (vec![0.0; vector.len()], vec![0.0; text.len()], None),
     };
     // What a chunk absent from a list gets from it.
     let floor = |scores: &[f64]| match fusion {
@@ -110,6 +119,9 @@ pub(super) fn fuse(
             let entry = &mut fused[at];
             // A keyword match of a chunk a vector list also found keeps that version.
             entry.0.route = entry.0.route.or(candidate.route);
+            let signals = &mut entry.0.signals;
+            signals.cosine = signals.cosine.or(candidate.signals.cosine);
+            signals.keyword = signals.keyword.or(candidate.signals.keyword);
             if is_text {
                 entry.2 = Some(*score);
             } else {
@@ -224,6 +236,8 @@ mod tests {
             chunk_index: 0,
             score,
             route: None,
+            signals: Default::default(),
+            relevance: 0.0,
         }
     }
 

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
-use super::Candidate;
+use super::{Candidate, Signals};
 use crate::analysis::query::Query;
 
 /// How long a process trusts its count of chunks and their average length.
@@ -100,6 +100,22 @@ struct Weighted {
     terms: Vec<String>,
     words: Vec<i32>,
     idfs: Vec<f64>,
+    /// The most any chunk could score for the query: each word at its rarest form with a
+    /// saturated term frequency (`idf · (k1 + 1)`), a word no chunk holds at the idf of a term
+    /// held by none. A score divided by it says how much of the query's information a chunk
+    /// holds, on a scale that means the same for every query.
+    ceiling: f64,
+}
+
+impl Weighted {
+    /// A BM25 score as a share of [`Weighted::ceiling`], in [0, 1].
+    fn share(&self, score: f64) -> f64 {
+        if self.ceiling > 0.0 {
+            (score / self.ceiling).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Which chunks one ranking may return.
@@ -188,13 +204,20 @@ async fn weigh(
     .map(|row| (row.term, row.chunks))
     .collect();
     let mut weighted = Weighted::default();
+    // Per query word: the best idf of a form some chunk holds, else that of an unseen term.
+    let mut best: HashMap<i32, Option<f64>> = HashMap::new();
     for (term, word) in terms.into_iter().zip(words) {
+        let seen = best.entry(word).or_default();
         if let Some(&df) = frequencies.get(&term) {
+            let weight = idf(stats.chunks, f64::from(df));
+            *seen = Some(seen.map_or(weight, |w| w.max(weight)));
             weighted.terms.push(term);
             weighted.words.push(word);
-            weighted.idfs.push(idf(stats.chunks, f64::from(df)));
+            weighted.idfs.push(weight);
         }
     }
+    let unseen = idf(stats.chunks, 0.0);
+    weighted.ceiling = best.values().map(|w| w.unwrap_or(unseen)).sum::<f64>() * (K1 + 1.0);
     Ok(weighted)
 }
 
@@ -300,8 +323,73 @@ async fn score(
             chunk_index: row.chunk_index,
             score: row.score,
             route: None,
+            signals: Signals {
+                keyword: Some(weighted.share(row.score)),
+                ..Signals::default()
+            },
+            relevance: 0.0,
         })
         .collect())
+}
+
+/// Each of `chunks`' exact share of the query's keyword weight (see [`Weighted::ceiling`]);
+/// a chunk that holds none of the query's terms gets 0.
+pub(super) async fn shares(
+    pool: &PgPool,
+    stats: &StatsCache,
+    query: &Query,
+    chunks: &[(i64, i32)],
+) -> Result<HashMap<(i64, i32), f64>, sqlx::Error> {
+    let mut shares: HashMap<(i64, i32), f64> = chunks.iter().map(|&key| (key, 0.0)).collect();
+    let (terms, words) = query.term_pairs();
+    if terms.is_empty() || chunks.is_empty() {
+        return Ok(shares);
+    }
+    let stats = stats.get(pool).await?;
+    let weighted = weigh(pool, &stats, terms, words).await?;
+    if weighted.terms.is_empty() {
+        return Ok(shares);
+    }
+    let ids: Vec<i64> = chunks.iter().map(|k| k.0).collect();
+    let indexes: Vec<i32> = chunks.iter().map(|k| k.1).collect();
+    let rows = sqlx::query!(
+        r#"with q (term, word, idf) as (
+             select * from unnest($1::text[], $2::int[], $3::float8[])
+         ),
+         exact as (
+             select w.document_id, w.chunk_index, q.word,
+                    max(q.idf * t.tf * ($5::float8 + 1)
+                        / (t.tf + $5::float8 * (1 - $6::float8 + $6::float8 * t.length / $4::float8))) as part
+             from unnest($7::bigint[], $8::int[]) as w(document_id, chunk_index)
+             join chunk_terms t
+               on t.document_id = w.document_id
+              and t.chunk_index = w.chunk_index
+              and t.term = any($1::text[])
+             join q on q.term = t.term
+             group by w.document_id, w.chunk_index, q.word
+         )
+         select document_id as "document_id!", chunk_index as "chunk_index!",
+                sum(part)::float8 as "score!"
+         from exact
+         group by document_id, chunk_index"#,
+        &weighted.terms[..],
+        &weighted.words[..],
+        &weighted.idfs[..],
+        stats.average_length,
+        K1,
+        B,
+        &ids[..],
+        &indexes[..],
+    )
+    .fetch_all(pool)
+    .await?;
+    for row in rows {
+        shares.insert(
+            (row.document_id, row.chunk_index),
+            weighted.share(row.score),
+        );
+    }
+    Ok(shares)
 }
 
 /// BM25's inverse document frequency (the Lucene form, never negative).

@@ -48,7 +48,8 @@ use sqlx::PgPool;
 
 use super::rank::place;
 use super::{
-    Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, VersionRole, VersionSearched,
+    Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, Signals, VersionRole,
+    VersionSearched,
 };
 use crate::embed::{Embedder, Purpose};
 use crate::models::{self, ModelVersion};
@@ -85,7 +86,25 @@ pub(super) struct Plan {
     pub(super) partial: bool,
 }
 
+/// The query embedded once per embedding model of the routes, by [`Embedder::model_id`].
+#[derive(Debug, Default)]
+pub(super) struct Embedded(HashMap<String, Vector>);
+
 impl Route {
+    /// Whether this route's version is the one `document` is read under.
+    fn reads(&self, document: i64) -> bool {
+        let scoped = match self.scope {
+            Scope::All => true,
+            Scope::Only => self.documents.contains(&document),
+            Scope::Except => !self.documents.contains(&document),
+        };
+        scoped
+            && self
+                .keep
+                .as_ref()
+                .is_none_or(|keep| keep.contains(&document))
+    }
+
     /// Every document of `version`, or only `document`.
     fn new(version: ModelVersion, embedder: Embedder, document: Option<i64>) -> Self {
         Self {
@@ -250,19 +269,20 @@ impl Searcher {
         Ok(entry)
     }
 
-    /// The `limit` nearest chunks over every route, merged by placement (see the module docs).
+    /// The `limit` nearest chunks over every route, merged by placement (see the module docs),
+    /// and the query's vectors (for [`Searcher::cosines`]).
     pub(super) async fn vectors(
         &self,
         query: &str,
         routes: &[Route],
         collections: Option<&[i64]>,
         limit: i64,
-    ) -> Result<Vec<Candidate>, SearchError> {
+    ) -> Result<(Vec<Candidate>, Embedded), SearchError> {
         // Versions that differ only in chunking embed a query alike: embed it once for them.
-        let mut embedded: HashMap<String, Vector> = HashMap::new();
+        let mut embedded = Embedded::default();
         for route in routes {
             if let std::collections::hash_map::Entry::Vacant(slot) =
-                embedded.entry(route.embedder.model_id())
+                embedded.0.entry(route.embedder.model_id())
             {
                 let mut vectors = route
                     .embedder
@@ -271,6 +291,66 @@ impl Searcher {
                 slot.insert(Vector::from(vectors.pop().unwrap_or_default()));
             }
         }
+        let nearest = self
+            .nearest_all(&embedded, routes, collections, limit)
+            .await?;
+        Ok((nearest, embedded))
+    }
+
+    /// The cosine similarity of the query to each of `chunks` under the version that reads
+    /// its document (the first route that has a vector for it); chunks without one are left out.
+    pub(super) async fn cosines(
+        &self,
+        embedded: &Embedded,
+        routes: &[Route],
+        chunks: &[(i64, i32)],
+    ) -> Result<HashMap<(i64, i32), f64>, sqlx::Error> {
+        let mut found: HashMap<(i64, i32), f64> = HashMap::new();
+        for route in routes {
+            let wanted: Vec<&(i64, i32)> = chunks
+                .iter()
+                .filter(|key| !found.contains_key(key))
+                .filter(|(document, _)| route.reads(*document))
+                .collect();
+            let Some(query) = embedded.0.get(&route.embedder.model_id()) else {
+                continue;
+            };
+            if wanted.is_empty() {
+                continue;
+            }
+            let ids: Vec<i64> = wanted.iter().map(|k| k.0).collect();
+            let indexes: Vec<i32> = wanted.iter().map(|k| k.1).collect();
+            let dims = route.version.dims;
+            let sql = format!(
+                "select e.document_id, e.chunk_index,
+                        (1 - ((e.embedding::vector({dims})) <=> $1::vector({dims})))::float8
+                 from unnest($2::bigint[], $3::int[]) as w(document_id, chunk_index)
+                 join embeddings e
+                   on e.document_id = w.document_id
+                  and e.chunk_index = w.chunk_index
+                  and e.model_version = $4"
+            );
+            let rows: Vec<(i64, i32, f64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(query)
+                .bind(&ids)
+                .bind(&indexes)
+                .bind(&route.version.model_version)
+                .fetch_all(&self.pool)
+                .await?;
+            found.extend(rows.into_iter().map(|(d, c, cosine)| ((d, c), cosine)));
+        }
+        Ok(found)
+    }
+
+    /// The `limit` nearest chunks to the embedded queries over every route.
+    async fn nearest_all(
+        &self,
+        embedded: &Embedded,
+        routes: &[Route],
+        collections: Option<&[i64]>,
+        limit: i64,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        let embedded = &embedded.0;
         let queries = routes.iter().enumerate().map(|(at, route)| {
             let vector = embedded.get(&route.embedder.model_id());
             self.nearest(route, at, vector, collections, limit)
@@ -349,6 +429,11 @@ impl Searcher {
                 chunk_index,
                 score: 1.0 - distance,
                 route: Some(at),
+                signals: Signals {
+                    cosine: Some(1.0 - distance),
+                    ..Signals::default()
+                },
+                relevance: 0.0,
             })
             .collect();
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score));

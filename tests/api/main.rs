@@ -28,6 +28,7 @@ mod ocr;
 mod pipeline;
 mod queue;
 mod reader;
+mod relevance;
 mod replica;
 mod schedule;
 mod search;

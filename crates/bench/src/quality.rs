@@ -29,7 +29,7 @@ use docket::worker::{Worker, WorkerConfig};
 /// Options of `docket bench search-quality`.
 #[derive(Debug, clap::Args)]
 pub struct QualityBench {
-    /// Server URL; a scratch database `docket_bench_quality` is (re)created on it.
+    /// Server URL; a scratch database (`--scratch-db`) is (re)created on it.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// The corpus: its pdf/, html/ and text/ folders are ingested.
@@ -46,12 +46,26 @@ pub struct QualityBench {
         default_value = "rrf:60,rrf:10,minmax:0.2,minmax:0.3,minmax:0.4,minmax:0.5,minmax:0.6,minmax:0.8,zscore:0.3,zscore:0.5"
     )]
     pub fusions: Vec<String>,
+    /// The scratch database's name (two runs at once need two).
+    #[arg(long, default_value = "docket_bench_quality")]
+    pub scratch_db: String,
     /// Search an already ingested scratch database again instead of ingesting anew.
     #[arg(long)]
     pub reuse: bool,
     /// Skip the reference BM25 (and its venv).
     #[arg(long)]
     pub no_reference: bool,
+    /// Questions no document of the corpus answers (TSV: query, lang): the share that get no
+    /// hit with relevance 0.5 or more is measured.
+    #[arg(long, default_value = "crates/bench/data/unanswerable.tsv")]
+    pub no_answer: PathBuf,
+    /// Also fit the relevance models on this run's hits and print them as Rust constants
+    /// (`src/search/relevance.rs`), with how well the fitted probabilities match.
+    #[arg(long)]
+    pub fit: bool,
+    /// Keep the hits file the scoring script reads at this path.
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
     /// The venv of the reference BM25 (created when missing).
     #[arg(long, default_value = ".docket/bench-quality-venv")]
     pub venv: PathBuf,
@@ -59,7 +73,6 @@ pub struct QualityBench {
     pub pipeline: PipelineSettings,
 }
 
-const DATABASE: &str = "docket_bench_quality";
 const K: i64 = 10;
 /// What the reference side needs: bm25s and the numpy/scipy it computes with.
 const REFERENCE_PACKAGES: &[&str] = &["bm25s==0.3.16", "numpy", "scipy"];
@@ -76,12 +89,73 @@ struct Question {
     kind: String,
 }
 
-/// One hit as the scoring script needs it.
+/// One hit as the scoring script needs it, with what its relevance was computed from.
 #[derive(Debug, Serialize)]
 struct Scored {
     filename: String,
     page: i32,
     text: String,
+    relevance: f64,
+    cosine: Option<f64>,
+    keyword: Option<f64>,
+    other_language: bool,
+}
+
+/// A search of the bench, with k = [`K`].
+async fn search(
+    searcher: &Searcher,
+    query: &str,
+    mode: Mode,
+    min_relevance: Option<f64>,
+    name: &str,
+) -> anyhow::Result<search::SearchResults> {
+    searcher
+        .search(&SearchRequest {
+            query: query.to_owned(),
+            k: K,
+            mode,
+            document: None,
+            collections: docket::collections::Reach::everything(),
+            model_version: None,
+            group: false,
+            min_relevance,
+        })
+        .await
+        .with_context(|| format!("searching {query:?} ({name})"))
+}
+
+/// The hits of `results` as the scoring script reads them.
+fn scored(results: search::SearchResults) -> Vec<Scored> {
+    results
+        .hits
+        .into_iter()
+        .map(|h| Scored {
+            filename: h.filename,
+            page: h.page,
+            text: h.text,
+            relevance: h.relevance,
+            cosine: h.signals.cosine,
+            keyword: h.signals.keyword,
+            other_language: h.signals.other_language,
+        })
+        .collect()
+}
+
+/// Reads the unanswerable questions (query, lang), skipping the header.
+fn read_unanswerable(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut questions = Vec::new();
+    for (number, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (query, lang) = line.split_once('\t').with_context(|| {
+            format!("{}:{}: expected query<TAB>lang", path.display(), number + 1)
+        })?;
+        questions.push((query.to_owned(), lang.to_owned()));
+    }
+    Ok(questions)
 }
 
 /// Runs the benchmark.
@@ -97,7 +171,7 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
         "{} not found: the passage matcher of the evaluation set is needed",
         check.display()
     );
-    let pool = super::scratch_database(&args.database_url, DATABASE, !args.reuse).await?;
+    let pool = super::scratch_database(&args.database_url, &args.scratch_db, !args.reuse).await?;
     docket::db::MIGRATOR.run(&pool).await?;
     let pipeline = docket::app::pipeline(&pool, &args.pipeline).await?;
     let ingest = if args.reuse {
@@ -116,37 +190,35 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
     let mut runs = serde_json::Map::new();
     let mut latency = serde_json::Map::new();
     let mut text_top: Vec<Vec<(i64, i32)>> = Vec::new();
-    let mut variants: Vec<(String, Mode, Searcher)> = vec![
-        ("vector".into(), Mode::Vector, searcher.clone()),
-        ("text".into(), Mode::Text, searcher.clone()),
-        ("hybrid".into(), Mode::Hybrid, searcher.clone()),
-    ];
+    // Each mode as the page asks (the searcher's default threshold), then with every hit
+    // (`:all`: the ranking itself, and what the relevance fit learns from).
+    let mut variants: Vec<(String, Mode, Searcher, Option<f64>)> = Vec::new();
+    for (name, mode) in [
+        ("vector", Mode::Vector),
+        ("text", Mode::Text),
+        ("hybrid", Mode::Hybrid),
+    ] {
+        variants.push((name.into(), mode, searcher.clone(), None));
+        variants.push((format!("{name}:all"), mode, searcher.clone(), Some(0.0)));
+    }
     for name in &args.fusions {
         let fusion = Fusion::parse(name).with_context(|| format!("unknown fusion {name:?}"))?;
         variants.push((
             format!("hybrid:{}", fusion.name()),
             Mode::Hybrid,
             searcher.clone().with_fusion(fusion),
+            Some(0.0),
         ));
     }
-    for (name, mode, searcher) in &variants {
+    let unanswerable = read_unanswerable(&args.no_answer)?;
+    let mut silent = serde_json::Map::new();
+    for (name, mode, searcher, min_relevance) in &variants {
         eprintln!("bench search-quality: {name}");
         let started = Instant::now();
         let mut per_query = Vec::new();
         for question in &questions {
-            let results = searcher
-                .search(&SearchRequest {
-                    query: question.query.clone(),
-                    k: K,
-                    mode: *mode,
-                    document: None,
-                    collections: docket::collections::Reach::everything(),
-                    model_version: None,
-                    group: false,
-                })
-                .await
-                .with_context(|| format!("searching {:?} ({name})", question.query))?;
-            if name == "text" {
+            let results = search(searcher, &question.query, *mode, *min_relevance, name).await?;
+            if name == "text:all" {
                 text_top.push(
                     results
                         .hits
@@ -155,22 +227,38 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
                         .collect(),
                 );
             }
-            let hits: Vec<Scored> = results
-                .hits
-                .into_iter()
-                .map(|h| Scored {
-                    filename: h.filename,
-                    page: h.page,
-                    text: h.text,
-                })
-                .collect();
-            per_query.push(hits);
+            per_query.push(scored(results));
         }
         let ms = started.elapsed().as_secs_f64() * 1000.0 / questions.len().max(1) as f64;
         latency.insert(name.clone(), json!((ms * 100.0).round() / 100.0));
         runs.insert(name.clone(), serde_json::to_value(per_query)?);
+        if min_relevance.is_none() {
+            let mut answers = Vec::new();
+            for (query, lang) in &unanswerable {
+                let results = search(searcher, query, *mode, None, name).await?;
+                answers.push(json!({ "query": query, "lang": lang,
+                    "no_good_match": results.no_good_match, "hits": scored(results) }));
+            }
+            silent.insert(name.clone(), json!(answers));
+        }
     }
 
+    // For studying the vectors outside the bench (`--keep`): every question's query vector.
+    let mut query_vectors = Vec::new();
+    if args.keep.is_some() {
+        let texts: Vec<String> = questions
+            .iter()
+            .map(|q| q.query.clone())
+            .chain(unanswerable.iter().map(|(q, _)| q.clone()))
+            .collect();
+        for text in texts {
+            let mut vectors = pipeline
+                .embedder
+                .embed_as(&[text], docket::embed::Purpose::Query)
+                .await?;
+            query_vectors.push(vectors.pop().unwrap_or_default());
+        }
+    }
     let reference = if args.no_reference {
         None
     } else {
@@ -184,12 +272,16 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
         "mean_ms_per_query": latency,
         "questions": questions,
         "runs": runs,
+        "unanswerable": silent,
         "reference": reference,
+        "fit": args.fit,
+        "query_vectors": query_vectors,
     });
-    let scratch =
-        std::env::temp_dir().join(format!("docket-bench-quality-{}.json", std::process::id()));
+    let scratch = args.keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("docket-bench-quality-{}.json", std::process::id()))
+    });
     std::fs::write(&scratch, serde_json::to_vec(&input)?).context("writing the hits")?;
-    let python = if args.no_reference {
+    let python = if args.no_reference && !args.fit {
         PathBuf::from("python3")
     } else {
         super::venv_with(&args.venv, REFERENCE_PACKAGES).await?
@@ -204,7 +296,9 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
         .status()
         .await
         .with_context(|| format!("running {} (from the repository root)", script.display()))?;
-    let _ = std::fs::remove_file(&scratch);
+    if args.keep.is_none() {
+        let _ = std::fs::remove_file(&scratch);
+    }
     anyhow::ensure!(status.success(), "the scoring script failed: {status}");
     Ok(())
 }

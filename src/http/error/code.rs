@@ -34,6 +34,8 @@ pub enum Code {
     InvalidGroup,
     /// A search `k` out of range.
     InvalidK,
+    /// A search `min_relevance` outside [0, 1].
+    InvalidMinRelevance,
     /// A search without words.
     EmptyQuery,
     /// A search longer than the limit.
@@ -144,6 +146,7 @@ impl Code {
             Code::InvalidMode => (S::BAD_REQUEST, "invalid_mode"),
             Code::InvalidGroup => (S::BAD_REQUEST, "invalid_group"),
             Code::InvalidK => (S::BAD_REQUEST, "invalid_k"),
+            Code::InvalidMinRelevance => (S::BAD_REQUEST, "invalid_min_relevance"),
             Code::EmptyQuery => (S::BAD_REQUEST, "empty_query"),
             Code::QueryTooLong => (S::BAD_REQUEST, "query_too_long"),
             Code::InvalidMultipart => (S::BAD_REQUEST, "invalid_multipart"),

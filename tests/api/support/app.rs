@@ -84,8 +84,11 @@ impl TestAppBuilder {
     /// Serves the router on 127.0.0.1 until the [`TestApp`] is dropped.
     pub async fn spawn(self) -> TestApp {
         let model = ModelVersion::of(&self.embedder, &self.chunking);
+        // Tests of ranking see every hit; the relevance tests pass a searcher with the default
+        // threshold (tests/api/relevance.rs).
         let searcher = self.searcher.unwrap_or_else(|| {
             Searcher::new(self.pool.clone(), self.embedder.clone(), model.clone())
+                .with_min_relevance(0.0)
         });
         let guard = self.guard.unwrap_or_else(|| Guard {
             gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),

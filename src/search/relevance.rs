@@ -1,0 +1,134 @@
+//! Relevance: the estimated probability that a hit answers the question, from the signals of
+//! both lists ([`Signals`]), so that a person can tell an answer from noise and a search can
+//! say "no good match".
+//!
+//! Why a fitted probability and not the lists' own scores: a cosine of 0.85 is a strong match
+//! for one model and noise for another, a BM25 score means nothing across queries, and a fused
+//! min-max score is 1 for the best hit of every query, answerable or not. Each signal here is
+//! on a scale that means the same for every query (the cosine itself; BM25 as a share of the
+//! most the query's words could score), and a logistic model per mode maps them to the
+//! probability that the chunk holds the passage that answers the question. The models were
+//! fitted on the development set (`docket bench search-quality --fit`, which writes the
+//! coefficients below; `scripts/fit-relevance.py` does the fitting and reports how well the
+//! probabilities match the observed rates, BENCHMARKS.md): 0.5 means even odds, in every mode.
+//!
+//! Each embedding model has its own fit, since cosines of two models are not on one scale; a
+//! model without one (a remote provider's) gets the keyword calibration alone in text mode and
+//! a conservative one from the cosine's rank elsewhere, and says so (`calibrated: false` in
+//! the search's answer).
+
+use super::{Mode, Signals};
+
+/// A logistic model over a candidate's signals: `σ(bias + Σ weight · signal)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Logit {
+    pub bias: f64,
+    pub cosine: f64,
+    pub keyword: f64,
+    /// Added when the chunk is in another script than the query.
+    pub other_language: f64,
+    /// The keyword share's weight when the chunk is in another script than the query (added
+    /// to `keyword`): keywords rarely match across scripts, so their absence says less.
+    pub keyword_other: f64,
+}
+
+impl Logit {
+    /// The probability for `signals`; a missing signal counts as 0.
+    pub fn probability(&self, signals: &Signals) -> f64 {
+        let other = if signals.other_language { 1.0 } else { 0.0 };
+        let keyword = signals.keyword.unwrap_or(0.0);
+        let z = self.bias
+            + self.cosine * signals.cosine.unwrap_or(0.0)
+            + (self.keyword + self.keyword_other * other) * keyword
+            + self.other_language * other;
+        1.0 / (1.0 + (-z).exp())
+    }
+}
+
+/// The three modes' models for one embedding model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    pub vector: Logit,
+    pub text: Logit,
+    pub hybrid: Logit,
+    /// Whether these were fitted for the model (false: the fallback for models without a fit).
+    pub fitted: bool,
+}
+
+impl Calibration {
+    /// The calibration of the model `model_id` (as [`crate::embed::Embedder::model_id`] names
+    /// it), or the fallback.
+    pub fn for_model(model_id: &str) -> Calibration {
+        FITTED
+            .iter()
+            .find(|(id, _)| model_id.ends_with(id))
+            .map_or(FALLBACK, |(_, calibration)| *calibration)
+    }
+
+    /// The relevance of a candidate of `mode` with `signals`.
+    pub fn relevance(&self, mode: Mode, signals: &Signals) -> f64 {
+        let model = match mode {
+            Mode::Vector => &self.vector,
+            Mode::Text => &self.text,
+            Mode::Hybrid => &self.hybrid,
+        };
+        model.probability(signals)
+    }
+}
+
+/// Text mode needs no vectors, so its model is the same for every embedding model.
+const TEXT: Logit = Logit {
+    bias: -4.0,
+    cosine: 0.0,
+    keyword: 8.0,
+    other_language: 0.0,
+    keyword_other: 0.0,
+};
+
+/// For models without a fit: keywords as fitted, vectors given little weight.
+const FALLBACK: Calibration = Calibration {
+    vector: Logit {
+        bias: -3.0,
+        cosine: 3.0,
+        keyword: 0.0,
+        other_language: 0.0,
+        keyword_other: 0.0,
+    },
+    text: TEXT,
+    hybrid: Logit {
+        bias: -4.5,
+        cosine: 1.5,
+        keyword: 8.0,
+        other_language: 0.0,
+        keyword_other: 0.0,
+    },
+    fitted: false,
+};
+
+/// The fitted calibrations, by the end of the model id they apply to.
+const FITTED: &[(&str, Calibration)] = &[];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signals(cosine: f64, keyword: f64) -> Signals {
+        Signals {
+            cosine: Some(cosine),
+            keyword: Some(keyword),
+            other_language: false,
+        }
+    }
+
+    #[test]
+    fn relevance_is_a_probability_that_grows_with_each_signal() {
+        for calibration in [FALLBACK].into_iter().chain(FITTED.iter().map(|(_, c)| *c)) {
+            for mode in [Mode::Vector, Mode::Text, Mode::Hybrid] {
+                let low = calibration.relevance(mode, &signals(0.2, 0.0));
+                let high = calibration.relevance(mode, &signals(0.95, 0.9));
+                assert!((0.0..=1.0).contains(&low) && (0.0..=1.0).contains(&high));
+                assert!(high > low, "{mode:?}: {low} then {high}");
+            }
+        }
+    }
+}
