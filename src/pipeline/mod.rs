@@ -29,12 +29,15 @@ mod embed;
 mod extract;
 mod intake;
 mod jobs;
+mod note;
 mod ocr;
+mod retry;
 pub mod reembed;
 mod settle;
 
 pub use collection::{DeleteCollectionJob, delete_collection};
 pub use intake::{create_with_extract_job, delete_document, reprocess};
+pub use retry::retry_job;
 pub use jobs::{DOCUMENT_KEY, EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
 
 use std::sync::Arc;
