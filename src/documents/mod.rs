@@ -428,4 +428,3 @@ pub async fn delete(
         .fetch_optional(conn)
         .await
 }
-

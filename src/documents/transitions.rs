@@ -2,8 +2,8 @@
 //! a reprocess, the extract step starting, the set completing, a step failing for good, and a
 //! person's retry putting a failed document back into the step it failed in.
 
-use sqlx::{PgConnection, PgExecutor};
 use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor};
 
 use super::{Document, DocumentId, DocumentStatus, ExtractionNote, UploadId};
 use crate::collections::CollectionId;
@@ -169,4 +169,3 @@ pub async fn fail_step(
         }
     }
 }
-

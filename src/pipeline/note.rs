@@ -50,11 +50,7 @@ pub(super) fn finished(extracted: &Extracted) -> ExtractionNote {
     } else {
         format!("{}, {}", run.engine, run.languages.join("+"))
     };
-    let ocr = format!(
-        "OCR on {} of {} ({engine})",
-        read,
-        pages(counts.total)
-    );
+    let ocr = format!("OCR on {} of {} ({engine})", read, pages(counts.total));
     let blank = counts.wanted - read;
     let blank = if blank > 0 {
         format!("; OCR found no text on {}", pages(blank))
@@ -242,13 +238,19 @@ mod tests {
             "Text layer on 4 of 5 pages (pdftotext); OCR pending on 1 page: page 5: no text layer."
         );
         let read = finished(&mixed(Some(run(vec![5])), "garden"));
-        assert_eq!((read.method, read.ocr_read), (ExtractionMethod::TextAndOcr, 1));
+        assert_eq!(
+            (read.method, read.ocr_read),
+            (ExtractionMethod::TextAndOcr, 1)
+        );
         assert_eq!(
             read.summary,
             "Text layer on 4 of 5 pages (pdftotext); OCR on 1 of 5 pages (tesseract 5.3.0, eng): page 5: no text layer."
         );
         let blank = finished(&mixed(Some(run(Vec::new())), ""));
-        assert_eq!((blank.method, blank.ocr_read), (ExtractionMethod::TextAndOcr, 0));
+        assert_eq!(
+            (blank.method, blank.ocr_read),
+            (ExtractionMethod::TextAndOcr, 0)
+        );
         assert!(
             blank.summary.ends_with("; OCR found no text on 1 page."),
             "{}",

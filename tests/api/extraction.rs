@@ -46,7 +46,8 @@ async fn a_text_pdf_and_a_markdown_file_say_no_ocr_was_needed(pool: PgPool) {
     let (markdown, _) = extracted(&api, "README.md", "text/pdfjs-README.md").await;
     assert_eq!(markdown["method"], "text", "{markdown}");
     assert!(
-        summary(&markdown).starts_with("The file's own text (") && summary(&markdown).ends_with("); no OCR needed."),
+        summary(&markdown).starts_with("The file's own text (")
+            && summary(&markdown).ends_with("); no OCR needed."),
         "{markdown}"
     );
 }
@@ -57,7 +58,11 @@ async fn a_photo_says_ocr_read_its_page(pool: PgPool) {
     let (photo, doc) = extracted(&api, "page.jpg", "image/c02-22.jpg").await;
     assert_eq!(doc["status"], "ready", "{doc}");
     assert_eq!(
-        (photo["method"].as_str(), photo["pages"].as_i64(), photo["ocr_read"].as_i64()),
+        (
+            photo["method"].as_str(),
+            photo["pages"].as_i64(),
+            photo["ocr_read"].as_i64()
+        ),
         (Some("ocr"), Some(1), Some(1)),
         "{photo}"
     );
@@ -90,14 +95,21 @@ async fn a_part_scanned_pdf_is_pending_then_read_and_never_says_ocr_off(pool: Pg
         summary(pending),
         "Text layer on 4 of 5 pages (pdftotext); OCR pending on 1 page: page 5: no text layer."
     );
-    assert!(doc["extract_note"].is_null(), "no 'OCR off' while OCR waits: {doc}");
+    assert!(
+        doc["extract_note"].is_null(),
+        "no 'OCR off' while OCR waits: {doc}"
+    );
 
     api.worker().await.run_until_idle().await;
     let doc = api.document(id).await;
     let read = &doc["extraction"];
     assert_eq!(doc["status"], "ready", "{doc}");
     assert_eq!(
-        (read["method"].as_str(), read["ocr_wanted"].as_i64(), read["ocr_read"].as_i64()),
+        (
+            read["method"].as_str(),
+            read["ocr_wanted"].as_i64(),
+            read["ocr_read"].as_i64()
+        ),
         (Some("text_and_ocr"), Some(1), Some(1)),
         "{read}"
     );
@@ -124,7 +136,10 @@ async fn with_ocr_off_the_unread_page_is_said_to_be_unread(pool: PgPool) {
         ChunkConfig::default(),
         settings,
     );
-    pipeline.prepare().await.expect("register the model version");
+    pipeline
+        .prepare()
+        .await
+        .expect("register the model version");
     TestWorker::new(&pool, &Arc::new(pipeline), 1)
         .run_until_idle()
         .await;

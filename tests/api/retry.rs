@@ -46,7 +46,10 @@ async fn retry(api: &TestApp, job: JobId) -> Value {
 async fn a_retried_extract_job_starts_afresh_and_its_document_follows_it_to_ready(pool: PgPool) {
     let api = TestApp::builder(pool.clone()).spawn().await;
     let id = api
-        .upload_one("flaky.txt", b"Words that extract fine the second time.".to_vec())
+        .upload_one(
+            "flaky.txt",
+            b"Words that extract fine the second time.".to_vec(),
+        )
         .await;
     let job = job_of(&pool, id, "extract").await;
     // Its three attempts fail, as a flaky disk or a killed worker would make them: the queue
@@ -56,9 +59,14 @@ async fn a_retried_extract_job_starts_afresh_and_its_document_follows_it_to_read
     for attempt in 1..=3 {
         let claimed = q.claim("extract", 1, "w").await.expect("claim").remove(0);
         assert_eq!(claimed.attempt, attempt);
-        q.retry(&claimed.lease, &format!("disk hiccup {attempt}"), Duration::ZERO, true)
-            .await
-            .expect("a failed attempt");
+        q.retry(
+            &claimed.lease,
+            &format!("disk hiccup {attempt}"),
+            Duration::ZERO,
+            true,
+        )
+        .await
+        .expect("a failed attempt");
     }
     let doc = api.document(id).await;
     assert_eq!(doc["status"], "failed", "{doc}");
@@ -105,7 +113,10 @@ async fn a_retried_extract_job_starts_afresh_and_its_document_follows_it_to_read
 async fn a_retried_embed_job_puts_its_failed_document_back_in_embedding(pool: PgPool) {
     let api = TestApp::builder(pool.clone()).spawn().await;
     let id = api
-        .upload_one("cut-short.txt", b"Chunked, then its embedding was stopped.".to_vec())
+        .upload_one(
+            "cut-short.txt",
+            b"Chunked, then its embedding was stopped.".to_vec(),
+        )
         .await;
     // Extraction only: a worker that knows the extract kind alone.
     let mut registry = Registry::new();
