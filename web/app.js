@@ -237,7 +237,9 @@ function parseHash(hash) {
 
 function route() {
   const before = current.view;
+  const shown = current.id;
   current = parseHash(location.hash);
+  if (current.view !== "detail" || current.id !== shown) retryWatch = null;
   for (const view of VIEWS) $(`view-${view}`).hidden = view !== current.view;
   // A new view takes the keyboard to its heading, as a new page would.
   if (before !== current.view) {
@@ -285,29 +287,58 @@ function fact(list, term, value) {
   return dd;
 }
 
-/** Jobs a person retried from this page, by id: their outcome is shown when it comes. */
-const retried = new Set();
-
 /** The document a job works on, if its payload names one. */
 function jobDocumentId(job) {
   const id = job.payload && job.payload.document_id;
   return Number.isInteger(id) ? id : null;
 }
 
-/** What happened to a retried job since, in words; `null` for one nobody retried here. */
-function retryOutcome(job) {
-  if (!retried.has(job.id)) return null;
-  if (job.status === "done") return "Retried: this time it succeeded.";
-  if (job.status === "dead") return `Retried: it failed again${job.last_error ? `: ${job.last_error}` : ""}.`;
-  if (job.status === "cancelled") return "Retried, then cancelled.";
-  return `Retried: ${job.status === "running" ? "running again" : "waiting to run"}…`;
+/**
+ * A retry a person asked for on this document's view, followed until the document settles:
+ * `{ id, final }`, `final` the words for how it ended once it has (kept until another view).
+ */
+let retryWatch = null;
+
+/** What the followed retry has done to `doc` so far, in words; null when nothing is followed. */
+function retryProgress(doc) {
+  if (!retryWatch || retryWatch.id !== doc.id) return null;
+  if (retryWatch.final) return retryWatch.final;
+  if (doc.status === "ready") {
+    retryWatch.final = { text: "Tried again: ready, searchable.", failed: false };
+  } else if (doc.status === "failed") {
+    retryWatch.final = { text: `Tried again, and it failed: ${doc.error ? doc.error.message : "no reason given"}`, failed: true };
+  }
+  if (retryWatch.final) return retryWatch.final;
+  const progress = progressText(doc);
+  return { text: `Trying again: ${progress || doc.status}…`, failed: false };
+}
+
+/** Starts following a retry of document `id`, then shows the document as it is now. */
+function followRetry(id) {
+  retryWatch = { id, final: null };
+  return refreshDetail(id);
 }
 
 /**
- * A job: its kind and document, status, attempts and errors; Retry where a run can help. When
- * its document failed for a reason the API marks permanent (the file's own fault: encrypted,
- * malformed, no text), the same bytes fail the same way, so advice replaces the button.
- * `doc` is the job's document when known, `null` when it is gone.
+ * Whether a person's Retry can help with `job`: it is dead or cancelled; its document (when it
+ * names one) still exists, did not fail for a reason the API marks permanent (the same bytes
+ * fail the same way), and has no newer job that replaced this one.
+ */
+function retryHelps(job, doc) {
+  if (job.status !== "dead" && job.status !== "cancelled") return false;
+  if (jobDocumentId(job) === null) return true;
+  if (!doc) return false;
+  if (doc.status === "failed" && doc.error && doc.error.permanent === true) return false;
+  const newest = Array.isArray(doc.jobs) ? Math.max(...doc.jobs.map((j) => j.id)) : job.id;
+  return newest === job.id;
+}
+
+/**
+ * A job: its kind and document, status, attempts (of its current run: a person's retry starts
+ * a fresh one) and errors; Retry where a run can help. When its document failed for a reason
+ * the API marks permanent (the file's own fault: encrypted, malformed, no text), advice
+ * replaces the button. `doc` is the job's document when known, `null` when it is gone;
+ * `afterRetry(job)` runs once the server took the retry.
  */
 function jobItem(job, afterRetry, doc) {
   const item = el("li");
@@ -329,6 +360,7 @@ function jobItem(job, afterRetry, doc) {
   }
   title.append(` — ${job.status}, `);
   title.append(el("span", `attempts ${job.attempts} of ${job.max_attempts}`, "attempts"));
+  if (job.retries > 0) title.append(el("span", `, retried by a person ${job.retries === 1 ? "once" : `${job.retries} times`}`, "retries"));
   item.append(title);
   if (job.last_error) item.append(el("p", `Last error: ${job.last_error}`, "error"));
   const errors = Array.isArray(job.errors) ? job.errors : [];
@@ -336,14 +368,14 @@ function jobItem(job, afterRetry, doc) {
     const details = el("details", null, "history");
     details.append(el("summary", `Error history (${errors.length})`));
     const list = el("ol");
+    const retriedAt = job.retried_at ? new Date(job.retried_at) : null;
     for (const entry of errors) {
-      list.append(el("li", `attempt ${entry.attempt}, ${formatTime(entry.at)}: ${entry.error}`));
+      const earlier = retriedAt && new Date(entry.at) <= retriedAt ? " (before the last retry)" : "";
+      list.append(el("li", `attempt ${entry.attempt}${earlier}, ${formatTime(entry.at)}: ${entry.error}`));
     }
     details.append(list);
     item.append(details);
   }
-  const outcome = retryOutcome(job);
-  if (outcome) item.append(el("p", outcome, "retry-outcome"));
   if (job.status !== "dead" && job.status !== "cancelled") return item;
   const permanent = doc && doc.status === "failed" && doc.error && doc.error.permanent === true;
   if (permanent) {
@@ -354,7 +386,7 @@ function jobItem(job, afterRetry, doc) {
     ));
     return item;
   }
-  if (documentId !== null && !doc) return item; // its document is gone: nothing to act on
+  if (!retryHelps(job, doc)) return item; // gone, or replaced by a newer job: nothing to act on
   const retry = el("button", "Retry");
   retry.type = "button";
   retry.setAttribute("aria-label", `Retry ${job.kind} job ${job.id}`);
@@ -364,10 +396,9 @@ function jobItem(job, afterRetry, doc) {
     retry.disabled = true;
     note.textContent = " Retrying…";
     try {
-      await api(`/api/jobs/${job.id}/retry`, { method: "POST" });
-      retried.add(job.id);
-      note.textContent = " Queued again.";
-      afterRetry();
+      const fresh = await api(`/api/jobs/${job.id}/retry`, { method: "POST" });
+      note.textContent = ` Queued again: attempt 1 of ${fresh.max_attempts} next.`;
+      afterRetry(fresh);
     } catch (err) {
       note.textContent = ` Could not retry: ${err.message}`;
       retry.disabled = false;
@@ -403,6 +434,15 @@ async function refreshDetail(id) {
     const error = $("detail-error");
     error.hidden = !doc.error;
     error.textContent = doc.error ? `This document failed: ${doc.error.message}` : "";
+    const outcome = retryProgress(doc);
+    const line = $("detail-retry");
+    line.textContent = outcome ? outcome.text : "";
+    line.classList.toggle("error", Boolean(outcome && outcome.failed));
+    line.hidden = !outcome;
+    // The whole document again, from its original bytes, where a run can help: a writer's
+    // retry (the job's Retry below needs an admin).
+    const again = doc.status === "failed" && !(doc.error && doc.error.permanent === true);
+    $("detail-again").hidden = !again;
     $("detail-file").href = `/api/documents/${doc.id}/file`;
     const sets = doc.embedding_sets.map((set) => {
       const row = el("tr");
@@ -421,7 +461,7 @@ async function refreshDetail(id) {
       sets.push(row);
     }
     document.querySelector("#detail-sets tbody").replaceChildren(...sets);
-    const jobs = doc.jobs.map((job) => jobItem({ ...job, payload: { document_id: doc.id } }, () => refreshDetail(id), doc));
+    const jobs = doc.jobs.map((job) => jobItem({ ...job, payload: { document_id: doc.id } }, () => followRetry(id), doc));
     $("detail-jobs").replaceChildren(...jobs);
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) {
@@ -433,22 +473,20 @@ async function refreshDetail(id) {
 }
 
 /**
- * One extraction note, consistent with the extractor line: while OCR runs, how far it got (as
- * news, not an error); once done, why pages went to OCR, worded from what the extractor says
- * actually happened rather than from the settings at the time of the first look.
+ * How the text was obtained, as the server describes it (one description, written with the
+ * state it describes); documents extracted before it was recorded show their old note.
  */
 function extractionNote(doc) {
-  const progress = progressText(doc);
-  if (progress) return `${progress}, in progress`;
-  if (!doc.extract_note) return null;
-  const ocrRan = /\bocr\b/i.test(doc.extractor || "");
-  return ocrRan ? doc.extract_note.replace(/; not read \(OCR off\)$/, "; read by OCR") : doc.extract_note;
+  if (doc.extraction) return doc.extraction.summary;
+  return doc.extract_note || null;
 }
 
 /** A document that does not exist (deleted, or never was): said so, with nothing to act on. */
 function showGoneDocument(id, name) {
   $("detail-heading").textContent = "Document gone";
   $("detail-body").hidden = true;
+  $("detail-error").hidden = true;
+  $("detail-facts").replaceChildren();
   const gone = $("detail-gone");
   gone.textContent = name
     ? `“${visibleName(name)}” was deleted, with its text and vectors.`
@@ -471,6 +509,21 @@ $("detail-file").addEventListener("click", async (event) => {
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   } catch (err) {
     reportError("Could not download the file", err);
+  }
+});
+
+$("detail-again").addEventListener("click", async () => {
+  const id = current.id;
+  const button = $("detail-again");
+  button.disabled = true;
+  try {
+    await api(`/api/documents/${id}/reprocess`, { method: "POST" });
+    await followRetry(id);
+    $("detail-retry").focus();
+  } catch (err) {
+    reportError("Could not process the document again", err);
+  } finally {
+    button.disabled = false;
   }
 });
 
@@ -517,6 +570,31 @@ async function jobDocuments(jobs) {
   return new Map(ids.map((id, i) => [id, found[i]]));
 }
 
+/** Jobs retried from the jobs view, newest first: each line follows the job's document. */
+const retriedJobs = [];
+
+function retriedHere(job) {
+  retriedJobs.unshift(job);
+  refreshJobs();
+}
+
+/** One line per job retried here: how its fresh run, and its document, are doing. */
+function showRetried(docs) {
+  const lines = retriedJobs.slice(0, 10).map((job) => {
+    const doc = docs.get(jobDocumentId(job));
+    let text = `${job.kind} #${job.id}: queued again`;
+    if (doc && doc.status === "ready") text = `${job.kind} #${job.id} of ${visibleName(doc.filename)}: ready, searchable.`;
+    else if (doc && doc.status === "failed") text = `${job.kind} #${job.id} of ${visibleName(doc.filename)} failed again: ${doc.error ? doc.error.message : "no reason given"}`;
+    else if (doc) text = `${job.kind} #${job.id} of ${visibleName(doc.filename)}: ${progressText(doc) || doc.status}…`;
+    const item = el("li", text, doc && doc.status === "failed" ? "error" : null);
+    item.dataset.jobId = String(job.id);
+    item.dataset.status = doc ? doc.status : "";
+    return item;
+  });
+  $("retried-jobs").replaceChildren(...lines);
+  $("retried-jobs").hidden = lines.length === 0;
+}
+
 async function refreshJobs() {
   try {
     const [stats, dead, recent] = await Promise.all([
@@ -524,7 +602,7 @@ async function refreshJobs() {
       api("/api/jobs?status=dead&limit=50"),
       api("/api/jobs?limit=20"),
     ]);
-    const docs = await jobDocuments([...dead.jobs, ...recent.jobs]);
+    const docs = await jobDocuments([...dead.jobs, ...recent.jobs, ...retriedJobs]);
     const rows = stats.kinds.map((k) => {
       const row = el("tr");
       row.dataset.kind = k.kind;
@@ -536,7 +614,8 @@ async function refreshJobs() {
     document.querySelector("#queue-stats tbody").replaceChildren(...rows);
     const age = stats.oldest_due_age_seconds;
     $("oldest-due").textContent = age == null ? "none" : `${age.toFixed(1)} s`;
-    $("dead-jobs").replaceChildren(...dead.jobs.map((job) => jobItem(job, refreshJobs, docs.get(jobDocumentId(job)))));
+    $("dead-jobs").replaceChildren(...dead.jobs.map((job) => jobItem(job, (fresh) => retriedHere(fresh), docs.get(jobDocumentId(job)))));
+    showRetried(docs);
     $("dead-empty").hidden = dead.jobs.length > 0;
     const recentRows = recent.jobs.map((job) => {
       const row = el("tr");

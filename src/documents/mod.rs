@@ -10,9 +10,11 @@
 //!
 //! This module is the only writer of a document's row. Its lifecycle is `uploaded` →
 //! `extracting` → `embedding` → `ready`, or `failed` when a step fails for good; a reprocess
-//! starts again at `uploaded`. Each move is a transition here ([`restart`],
+//! starts again at `uploaded`, and a person's retry of the failed step's job puts it back into
+//! that step ([`resume`]). Each move is a transition here ([`restart`], [`resume`],
 //! [`mark_extracting`], [`mark_embedding`], [`mark_ready`], [`fail_step`]; the OCR progress
-//! through [`start_ocr`], [`record_ocr_progress`] and [`clear_progress`]), run on the caller's
+//! through [`start_ocr`], [`record_ocr_progress`] and [`clear_progress`]; the description of
+//! how the text was obtained, [`ExtractionNote`], with them), run on the caller's
 //! connection or transaction so that it commits with the step's other writes (a job's death
 //! settles its document in the transaction that kills the job: the pipeline's kinds call
 //! [`fail_step`] from their end hooks).
@@ -25,6 +27,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::collections::{CollectionId, Reach};
@@ -103,8 +106,12 @@ pub struct Document {
     pub page_count: Option<i32>,
     /// `null`, or how far a long step got: `{ "step": "ocr", "done", "total" }`.
     pub progress: Option<serde_json::Value>,
-    /// Why pages were read by OCR (no text layer, garbage text), when some were.
+    /// Why pages were read by OCR (no text layer, garbage text), once some were.
     pub extract_note: Option<String>,
+    /// How its text was obtained, in one description to show as given (text layer, OCR on N
+    /// of M pages, OCR pending, OCR off); null before the first extraction, for documents
+    /// extracted before it was recorded, and after a pending OCR failed.
+    pub extraction: Option<Json<ExtractionNote>>,
     /// The upload request (`POST /api/documents`) that created it; `upload.settled` names it.
     pub upload_id: Option<UploadId>,
     pub created_at: DateTime<Utc>,
@@ -128,7 +135,9 @@ macro_rules! documents_query {
                       collection_id as "collection_id: CollectionId",
                       filename, content_type, byte_size, sha256,
                       status as "status: DocumentStatus", error, extractor, page_count,
-                      progress, extract_note, upload_id as "upload_id: UploadId",
+                      progress, extract_note,
+                      extraction as "extraction: Json<ExtractionNote>",
+                      upload_id as "upload_id: UploadId",
                       created_at, updated_at "#
                 + $tail
             $(, $arg)*
@@ -136,8 +145,16 @@ macro_rules! documents_query {
     };
 }
 
-// After the macro, which it uses.
+// After the macro, which they use.
+mod extraction;
+mod transitions;
 pub mod uploads;
+
+pub use extraction::{
+    Extraction, ExtractionMethod, ExtractionNote, clear_progress, mark_embedding,
+    record_ocr_progress, start_ocr,
+};
+pub use transitions::{Step, fail_step, mark_extracting, mark_ready, restart, resume};
 
 /// A new upload, already sniffed.
 pub struct NewDocument<'a> {
@@ -410,237 +427,4 @@ pub async fn delete(
     documents_query!("delete from documents where id = $1 returning", "", id.0)
         .fetch_optional(conn)
         .await
-}
-
-/// A reprocess: the document starts again at `uploaded`, its error cleared. Returns whether it
-/// exists.
-pub async fn restart(executor: impl PgExecutor<'_>, id: DocumentId) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query!(
-        "update documents
-         set status = 'uploaded', error = null
-         where id = $1",
-        id.0
-    )
-    .execute(executor)
-    .await?
-    .rows_affected();
-    Ok(updated == 1)
-}
-
-/// Extraction started: `extracting`, any earlier error cleared.
-pub async fn mark_extracting(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "update documents
-         set status = 'extracting', error = null
-         where id = $1",
-        id.0
-    )
-    .execute(executor)
-    .await?;
-    Ok(())
-}
-
-/// What an extraction found, as the document shows it.
-#[derive(Debug, Clone, Copy)]
-pub struct Extraction<'a> {
-    /// Which extractor read the text (`pdf`, `html`, `ocr:…`).
-    pub extractor: &'a str,
-    pub page_count: i32,
-    /// Why pages were read by OCR, when some were.
-    pub note: Option<&'a str>,
-    /// The pages OCR read (1-based), in order; empty when none was.
-    pub ocr_pages: &'a [i32],
-}
-
-/// The text is extracted and chunked (in the caller's transaction): `embedding`, with what the
-/// extraction found; any error and OCR progress are cleared. Returns whether the document
-/// still exists.
-pub async fn mark_embedding(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-    extraction: &Extraction<'_>,
-) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query!(
-        "update documents
-         set status = 'embedding', error = null, extractor = $2, page_count = $3,
-             progress = null, extract_note = $4, ocr_pages = $5
-         where id = $1",
-        id.0,
-        extraction.extractor,
-        extraction.page_count,
-        extraction.note,
-        extraction.ocr_pages,
-    )
-    .execute(executor)
-    .await?
-    .rows_affected();
-    Ok(updated == 1)
-}
-
-/// A set is complete (in the caller's transaction): `ready`, any error cleared. Not while a
-/// newer extraction is pending or running (`uploaded`, `extracting`): its chunks replace these,
-/// and the document is ready only once they are embedded. Returns the document when it became
-/// ready now (it was not already), which is what `document.ready` announces.
-pub async fn mark_ready(
-    conn: &mut PgConnection,
-    id: DocumentId,
-) -> Result<Option<Document>, sqlx::Error> {
-    // Locked, so that of two sets completing at once only one sees the document not yet ready.
-    let before = sqlx::query_scalar!(
-        r#"select status as "status: DocumentStatus" from documents where id = $1 for update"#,
-        id.0
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    if !matches!(
-        before,
-        Some(DocumentStatus::Embedding | DocumentStatus::Failed)
-    ) {
-        return Ok(None);
-    }
-    documents_query!(
-        "update documents
-         set status = 'ready', error = null
-         where id = $1
-         returning",
-        "",
-        id.0
-    )
-    .fetch_optional(conn)
-    .await
-}
-
-/// A step of a document's lifecycle, as far as a failure is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Reading the text (OCR included): the document is `uploaded` or `extracting`.
-    Extract,
-    /// Embedding the chunks: the document is `embedding`.
-    Embed,
-}
-
-/// Step `step` failed for good (on the caller's connection, normally the transaction that
-/// ended the step's job): the document is `failed` with `{code, message}`, unless it moved on
-/// (it is no longer in the step) or, for embedding, it is searchable under some version (a
-/// complete set for its current chunks), which makes it `ready` instead: a failed embed under
-/// one version must not fail a document people can find. Whether another job of the step still
-/// speaks for the document is the caller's to check first. `permanent` says that running the
-/// step again on the same bytes cannot help (the file's own fault, or a refusal by the
-/// provider), so a client offers advice rather than a retry; it is stored as the error's
-/// `permanent`. Returns the document when it changed (now `failed`, or `ready`).
-pub async fn fail_step(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-    step: Step,
-    code: &str,
-    message: &str,
-    permanent: bool,
-) -> Result<Option<Document>, sqlx::Error> {
-    match step {
-        Step::Extract => {
-            documents_query!(
-                "update documents
-             set status = 'failed',
-                 error = jsonb_build_object('code', $2::text, 'message', $3::text,
-                                            'permanent', $4::bool)
-             where id = $1
-               and status in ('uploaded', 'extracting')
-             returning",
-                "",
-                id.0,
-                code,
-                message,
-                permanent,
-            )
-            .fetch_optional(executor)
-            .await
-        }
-        Step::Embed => {
-            documents_query!(
-                "with searchable as (
-                 select exists (select 1 from embedding_sets_complete where document_id = $1) as yes
-             )
-             update documents
-             set status = case when searchable.yes then 'ready' else 'failed' end,
-                 error = case when searchable.yes then null
-                              else jsonb_build_object('code', $2::text, 'message', $3::text,
-                                                      'permanent', $4::bool) end
-             from searchable
-             where id = $1
-               and status = 'embedding'
-             returning",
-                "",
-                id.0,
-                code,
-                message,
-                permanent,
-            )
-            .fetch_optional(executor)
-            .await
-        }
-    }
-}
-
-/// The document's pages go to OCR (in the caller's transaction): its progress starts at 0 of
-/// `pages`, with `note` saying why. The status stays `extracting`. Returns whether the document
-/// still exists.
-pub async fn start_ocr(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-    pages: i32,
-    note: Option<&str>,
-) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query!(
-        "update documents
-         set progress = jsonb_build_object('step', 'ocr', 'done', 0, 'total', $2::int),
-             extract_note = $3
-         where id = $1",
-        id.0,
-        pages,
-        note,
-    )
-    .execute(executor)
-    .await?
-    .rows_affected();
-    Ok(updated == 1)
-}
-
-/// OCR has read `done` of `total` pages; written only while the document is `extracting`.
-pub async fn record_ocr_progress(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-    done: i32,
-    total: i32,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "update documents
-         set progress = jsonb_build_object('step', 'ocr', 'done', $2::int, 'total', $3::int)
-         where id = $1
-           and status = 'extracting'",
-        id.0,
-        done,
-        total,
-    )
-    .execute(executor)
-    .await?;
-    Ok(())
-}
-
-/// A failed OCR run must not keep showing its progress.
-pub async fn clear_progress(
-    executor: impl PgExecutor<'_>,
-    id: DocumentId,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "update documents
-         set progress = null
-         where id = $1",
-        id.0
-    )
-    .execute(executor)
-    .await?;
-    Ok(())
 }

@@ -8,9 +8,10 @@
 //! makes that answer come once.
 
 use serde::Serialize;
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 
-use super::{Document, DocumentId, DocumentStatus};
+use super::{Document, DocumentId, DocumentStatus, ExtractionNote};
 use crate::collections::CollectionId;
 
 /// An upload request's identity.

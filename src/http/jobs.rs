@@ -11,6 +11,7 @@ use super::AppState;
 use super::auth::Admin;
 use super::error::{ApiError, Code};
 use super::input::{Json, Path, Query, next_cursor, page_limit};
+use crate::pipeline;
 use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
 
 /// Query of `GET /api/jobs`.
@@ -132,13 +133,16 @@ pub fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
     ))
 }
 
-/// `POST /api/jobs/{id}/retry`: a dead or cancelled job back to ready.
+/// `POST /api/jobs/{id}/retry`: a dead or cancelled job starts over, due now, with a fresh
+/// attempt budget (its history kept); a failed document it works on goes back into its step
+/// in the same transaction, so the document's own status shows what the retry does
+/// ([`pipeline::retry_job`]).
 pub async fn retry(
     State(state): State<AppState>,
     _: Admin,
     Path(id): Path<i64>,
 ) -> Result<Json<JobRecord>, ApiError> {
-    Ok(Json(state.queue.retry_dead(JobId(id)).await?))
+    Ok(Json(pipeline::retry_job(&state.pool, JobId(id)).await?))
 }
 
 /// `POST /api/jobs/{id}/cancel`: a ready or running job to cancelled.

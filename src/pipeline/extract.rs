@@ -90,8 +90,8 @@ async fn hand_to_ocr(
     let total = extracted.unreadable.len();
     let pages = i32::try_from(total).unwrap_or(i32::MAX);
     let mut tx = pipeline.pool.begin().await.retryable()?;
-    let note = extracted.note();
-    let still_there = documents::start_ocr(&mut *tx, document_id, pages, note.as_deref())
+    let pending = super::note::pending(extracted);
+    let still_there = documents::start_ocr(&mut *tx, document_id, pages, &pending)
         .await
         .retryable()?;
     if !still_there {
@@ -116,12 +116,11 @@ pub(super) async fn finish(
 ) -> Result<Outcome, JobError> {
     let label = extracted.label();
     let note = extracted.note();
+    let described = super::note::finished(&extracted);
     let page_count = i32::try_from(extracted.pages.len()).unwrap_or(i32::MAX);
-    let ocr_pages: Vec<i32> = extracted
-        .ocr
-        .iter()
-        .flat_map(|run| run.pages.iter())
-        .map(|&n| i32::try_from(n).unwrap_or(i32::MAX))
+    let ocr_pages: Vec<i32> = super::note::ocr_read(&extracted)
+        .into_iter()
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
     // A chunk never spans two pages, so the location of the page (section) it starts on is
     // the chunk's.
@@ -142,6 +141,7 @@ pub(super) async fn finish(
         page_count,
         note: note.as_deref(),
         ocr_pages: &ocr_pages,
+        described: &described,
     };
     let locations: Vec<Option<String>> = chunks
         .iter()

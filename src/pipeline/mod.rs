@@ -29,13 +29,16 @@ mod embed;
 mod extract;
 mod intake;
 mod jobs;
+mod note;
 mod ocr;
 pub mod reembed;
+mod retry;
 mod settle;
 
 pub use collection::{DeleteCollectionJob, delete_collection};
 pub use intake::{create_with_extract_job, delete_document, reprocess};
 pub use jobs::{DOCUMENT_KEY, EmbedCause, EmbedJob, ExtractJob, OcrJob, ReembedJob};
+pub use retry::retry_job;
 
 use std::sync::Arc;
 

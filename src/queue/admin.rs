@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{End, EndedJob, JobId, JobStatus, Queue, QueueError};
@@ -23,8 +24,14 @@ pub struct JobRecord {
     pub leased_by: Option<String>,
     pub idempotency_key: Option<String>,
     pub last_error: Option<String>,
-    /// Past failures, oldest first: `[{ "attempt", "at", "error" }]`.
+    /// Past failures, oldest first: `[{ "attempt", "at", "error" }]`, across every run (a
+    /// person's retry starts a new run at attempt 1; the entries before `retried_at` are older
+    /// runs').
     pub errors: serde_json::Value,
+    /// How many times a person retried it ([`retry_dead_in`]).
+    pub retries: i32,
+    /// When a person last retried it.
+    pub retried_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -68,7 +75,7 @@ impl Queue {
             JobRecord,
             r#"select id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
                 attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
-                last_error, errors, created_at, updated_at, finished_at
+                last_error, errors, retries, retried_at, created_at, updated_at, finished_at
             from jobs
             where id = $1"#,
             id.0,
@@ -84,7 +91,7 @@ impl Queue {
             JobRecord,
             r#"select id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
                 attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
-                last_error, errors, created_at, updated_at, finished_at
+                last_error, errors, retries, retried_at, created_at, updated_at, finished_at
             from jobs
             where ($1::text is null or status = $1)
               and ($2::text is null or kind = $2)
@@ -165,7 +172,7 @@ impl Queue {
               and status in ('ready', 'running')
             returning id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
                 attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
-                last_error, errors, created_at, updated_at, finished_at"#,
+                last_error, errors, retries, retried_at, created_at, updated_at, finished_at"#,
             id.0,
         )
         .fetch_optional(&mut *tx)
@@ -185,37 +192,12 @@ impl Queue {
         Ok(row)
     }
 
-    /// A person's retry of a `dead` or `cancelled` job: back to `ready` now, with the attempt
-    /// budget it was enqueued with again on top of the attempts it used (which stay counted, so
-    /// the history reads true). The budget is the original one, recorded at the first retry, so
-    /// retrying the same job again and again adds the same number of attempts each time.
+    /// A person's retry of a `dead` or `cancelled` job, in a transaction of its own (see
+    /// [`retry_dead_in`]).
     pub async fn retry_dead(&self, id: JobId) -> Result<JobRecord, QueueError> {
-        let row = sqlx::query_as!(
-            JobRecord,
-            r#"update jobs
-            set status = 'ready',
-                run_at = now(),
-                attempt_budget = coalesce(attempt_budget, max_attempts),
-                max_attempts = least(
-                    attempts::bigint + coalesce(attempt_budget, max_attempts),
-                    2147483647)::integer,
-                finished_at = null,
-                updated_at = now()
-            where id = $1
-              and status in ('dead', 'cancelled')
-            returning id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
-                attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
-                last_error, errors, created_at, updated_at, finished_at"#,
-            id.0,
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else {
-            return Err(self.wrong_state(id, "retry", "dead or cancelled").await);
-        };
-        sqlx::query!("select pg_notify($1, $2)", super::CHANNEL, row.kind)
-            .execute(&self.pool)
-            .await?;
+        let mut tx = self.pool.begin().await?;
+        let row = retry_dead_in(&mut tx, id).await?;
+        tx.commit().await?;
         Ok(row)
     }
 
@@ -235,4 +217,60 @@ impl Queue {
             Err(err) => err,
         }
     }
+}
+
+/// A person's retry of a `dead` or `cancelled` job, on `conn` (the caller's transaction, so
+/// that what the retry means for the job's owner commits with it): a fresh run, due now.
+///
+/// Fresh means `attempts` back to 0 and `max_attempts` back to the budget it was enqueued with
+/// (recorded in `attempt_budget` at the first retry), `last_error` and `finished_at` cleared:
+/// the attempt number drives the backoff, so a run that kept its count would wait after its
+/// first failure as long as after its last (hours, for a webhook delivery), and "12 of 14"
+/// reads as if the budget grew. What happened before is kept: the error history, and
+/// `retries`/`retried_at` say how often a person retried it and when last. The kind's workers
+/// are woken at commit.
+pub async fn retry_dead_in(conn: &mut PgConnection, id: JobId) -> Result<JobRecord, QueueError> {
+    let row = sqlx::query_as!(
+        JobRecord,
+        r#"update jobs
+        set status = 'ready',
+            run_at = now(),
+            attempts = 0,
+            attempt_budget = coalesce(attempt_budget, max_attempts),
+            max_attempts = coalesce(attempt_budget, max_attempts),
+            last_error = null,
+            retries = retries + 1,
+            retried_at = now(),
+            finished_at = null,
+            updated_at = now()
+        where id = $1
+          and status in ('dead', 'cancelled')
+        returning id as "id: JobId", kind, payload, status as "status: JobStatus", run_at,
+            attempts, max_attempts, lease_token, lease_until, leased_by, idempotency_key,
+            last_error, errors, retries, retried_at, created_at, updated_at, finished_at"#,
+        id.0,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else {
+        let status = sqlx::query_scalar!(
+            r#"select status as "status: JobStatus" from jobs where id = $1"#,
+            id.0
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        return Err(match status {
+            Some(status) => QueueError::WrongState {
+                id,
+                status,
+                action: "retry",
+                needed: "dead or cancelled",
+            },
+            None => QueueError::NotFound(id),
+        });
+    };
+    sqlx::query!("select pg_notify($1, $2)", super::CHANNEL, row.kind)
+        .execute(&mut *conn)
+        .await?;
+    Ok(row)
 }

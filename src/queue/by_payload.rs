@@ -21,8 +21,12 @@ pub struct NamedJob {
     pub attempts: i32,
     pub max_attempts: i32,
     pub last_error: Option<String>,
-    /// One `{ "attempt", "at", "error" }` object per failed attempt, oldest first.
+    /// One `{ "attempt", "at", "error" }` object per failed attempt, oldest first, across
+    /// every run (entries before `retried_at` are from before a person's retry).
     pub errors: serde_json::Value,
+    /// How many times a person retried it; each retry starts a fresh run.
+    pub retries: i32,
+    pub retried_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Every job whose payload holds `id` under `key`, of any kind and status, oldest first.
@@ -34,7 +38,7 @@ pub async fn list(
     sqlx::query_as!(
         NamedJob,
         r#"select id as "id: JobId", kind, status as "status: JobStatus", attempts,
-                max_attempts, last_error, errors
+                max_attempts, last_error, errors, retries, retried_at
          from jobs
          where payload ? $1
            and (payload ->> $1)::bigint = $2

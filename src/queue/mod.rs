@@ -39,7 +39,7 @@ pub mod payload;
 mod retry_policy;
 pub mod stats;
 
-pub use admin::{JobFilter, JobRecord, KindStats, QueueStats};
+pub use admin::{JobFilter, JobRecord, KindStats, QueueStats, retry_dead_in};
 pub use claim::{CLAIM_SQL, ClaimedJob, PayloadFilter, complete_in};
 pub use ends::{End, EndedJob, JobEnds};
 pub use enqueue::{enqueue, enqueue_many};

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket::documents::{self, DocumentId, Extraction, NewDocument};
+use docket::documents::{
+    self, DocumentId, Extraction, ExtractionMethod, ExtractionNote, NewDocument,
+};
 use docket::embed::{Embedder, HashEmbedder};
 use docket::pipeline::{self, DOCUMENT_KEY};
 use docket::queue::{JobStatus, Lease, NewJob, Queue, by_payload};
@@ -89,6 +91,7 @@ async fn running_job(
                 page_count: 1,
                 note: None,
                 ocr_pages: &[],
+                described: &note(ExtractionMethod::Text),
             };
             assert!(
                 documents::mark_embedding(pool, id, &found)
@@ -98,7 +101,7 @@ async fn running_job(
         }
     }
     if kind == "ocr" {
-        documents::start_ocr(pool, id, 3, Some("no text layer"))
+        documents::start_ocr(pool, id, 3, &note(ExtractionMethod::OcrPending))
             .await
             .expect("progress");
     }
@@ -221,5 +224,16 @@ async fn every_kind_s_end_settles_its_document_and_leaves_nothing_of_the_old_run
                 .await
                 .expect("clean up");
         }
+    }
+}
+
+/// A description of how a document's text was obtained, for a state the test sets by hand.
+fn note(method: ExtractionMethod) -> ExtractionNote {
+    ExtractionNote {
+        method,
+        pages: 3,
+        ocr_wanted: 3,
+        ocr_read: 0,
+        summary: "set by the test".into(),
     }
 }

@@ -228,18 +228,24 @@ async fn max_attempts_leads_to_dead_with_the_error_history(pool: PgPool) {
         ]
     );
 
-    // A person's retry brings it back with a fresh budget, keeping the history.
+    // A person's retry starts a fresh run: attempt 1 of the original 3 again (so its backoff
+    // starts from the first step), the history of the earlier run kept.
     let retried = q.retry_dead(id).await.expect("retry dead");
     assert_eq!(retried.status, "ready");
+    assert_eq!((retried.attempts, retried.max_attempts), (0, 3));
+    assert_eq!(retried.retries, 1);
+    assert!(retried.last_error.is_none());
     let job = q.claim("flaky", 1, "w").await.expect("claim").remove(0);
-    assert_eq!(job.attempt, 4);
+    assert_eq!(job.attempt, 1);
     q.complete(&job.lease).await.expect("complete");
     let (status, attempts, history) = job_state(&pool, id).await;
-    assert_eq!((status.as_str(), attempts, history), ("done", 4, 3));
+    assert_eq!((status.as_str(), attempts, history), ("done", 1, 3));
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
-async fn every_retry_of_a_dead_job_adds_its_original_budget_and_never_overflows(pool: PgPool) {
+async fn every_retry_of_a_dead_job_gives_its_original_budget_again_and_counts_the_retries(
+    pool: PgPool,
+) {
     let q = queue(&pool);
     let id = enqueue(&pool, NewJob::new("flaky", json!({})).max_attempts(3)).await;
     // Forty rounds of "it died again, a person retries it": doubling the budget each time
@@ -258,8 +264,11 @@ async fn every_retry_of_a_dead_job_adds_its_original_budget_and_never_overflows(
             .retry_dead(id)
             .await
             .unwrap_or_else(|err| panic!("retry in round {round}: {err}"));
-        assert_eq!(retried.max_attempts - retried.attempts, 3, "round {round}");
-        assert_eq!(retried.attempts, 3 * round);
+        assert_eq!(
+            (retried.attempts, retried.max_attempts, retried.retries),
+            (0, 3, round),
+            "round {round}"
+        );
     }
 }
 

@@ -91,6 +91,7 @@ test("axe-core finds no serious or critical violation on any view at 1280 and 39
     search: "#search?q=heron&mode=hybrid",
     jobs: "#jobs",
     schedules: "#schedules",
+    webhooks: "#webhooks",
     gone: "#document/99999",
   };
   const problems = [];

@@ -122,14 +122,30 @@ test("5. a permanent failure shows advice instead of Retry, and no internal code
   assert.doesNotMatch(await page.textContent("#detail-error"), /\(pdf_/);
 });
 
-test("6. the extraction note agrees with the extractor and is not drawn as an error", async () => {
+test("6. the extraction note is the server's one description, and neither it nor OCR progress is drawn as an error", async () => {
   await page.click("#nav-documents");
   await page.locator("#doc-list").getByRole("link", { name: "c02-22.pdf" }).click();
   const note = page.locator("#detail-facts dd.note");
   await note.waitFor();
-  assert.equal(await note.textContent(), "page 1: no text layer; read by OCR");
-  const colour = await note.evaluate((node) => getComputedStyle(node).color);
-  assert.notEqual(colour, "rgb(164, 0, 0)", "not the failure red");
+  const doc = await app.apiJson(`/api/documents/${await page.evaluate(() => location.hash.split("/")[1])}`);
+  assert.equal(doc.extraction.method, "ocr");
+  assert.equal(await note.textContent(), doc.extraction.summary, "shown as the server gives it");
+  assert.match(await note.textContent(), /^OCR on 1 of 1 page \(tesseract [^)]+\): page 1: no text layer\.$/);
+  const red = "rgb(164, 0, 0)";
+  assert.notEqual(await note.evaluate((node) => getComputedStyle(node).color), red, "not the failure red");
+  // OCR progress in the list (a long scan's "OCR 3 of 10 pages") is news, not a failure.
+  const progress = await page.evaluate(() => {
+    const cell = document.createElement("td");
+    cell.className = "status status-extracting";
+    const span = document.createElement("span");
+    span.className = "progress";
+    cell.append(span);
+    document.querySelector("#doc-list tbody").append(cell);
+    const colour = getComputedStyle(span).color;
+    cell.remove();
+    return colour;
+  });
+  assert.notEqual(progress, red, "OCR progress is not drawn in the failure red");
 });
 
 test("7. search lives in the address: it survives a reload, re-runs on a mode change, clears, and refuses a too-long query", async () => {

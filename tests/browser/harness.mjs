@@ -48,8 +48,12 @@ function startServer(env) {
   });
 }
 
-/** Starts everything; the answer's `page` is at the page, 1280 × 900. */
-export async function start({ bypassCSP = false } = {}) {
+/**
+ * Starts everything; the answer's `page` is at the page, 1280 × 900. `env` adds settings of
+ * `docket serve` (`DOCKET_NO_WORKERS: "true"` leaves the jobs to a `docket worker` the test
+ * starts with `startWorker()`, when it wants them run).
+ */
+export async function start({ bypassCSP = false, env: extra = {} } = {}) {
   mkdirSync(OUTPUT, { recursive: true });
   const url = serverUrl();
   const databaseName = `docket_browser_${process.pid}_${Date.now()}`;
@@ -69,7 +73,9 @@ export async function start({ bypassCSP = false } = {}) {
     NO_COLOR: "1",
   };
   delete env.DOCKET_EMBEDDER;
+  Object.assign(env, extra);
   const { server, baseUrl } = await startServer(env);
+  const workers = [];
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
@@ -98,19 +104,32 @@ export async function start({ bypassCSP = false } = {}) {
     return apiJson("/api/documents", { method: "POST", body: form });
   }
 
+  /** Starts a `docket worker` on the same database and settings (its own process). */
+  function startWorker() {
+    const own = { ...env };
+    delete own.DOCKET_NO_WORKERS;
+    const worker = spawn(BINARY, ["worker"], { cwd: ROOT, env: own, stdio: ["ignore", "ignore", "ignore"] });
+    workers.push(worker);
+    return worker;
+  }
+
+  async function end(child) {
+    if (child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    if (child.exitCode === null) child.kill("SIGKILL");
+  }
+
   async function stop() {
     await browser.close();
-    if (server.exitCode === null) {
-      const exited = new Promise((resolve) => server.once("exit", resolve));
-      server.kill("SIGTERM");
-      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
-      if (server.exitCode === null) server.kill("SIGKILL");
-    }
+    for (const worker of workers) await end(worker);
+    await end(server);
     psql(admin.toString(), `drop database if exists ${databaseName} with (force)`);
     rmSync(modelDir, { recursive: true, force: true });
   }
 
-  return { page, baseUrl, databaseUrl: own.toString(), apiJson, uploadTexts, problems, stop };
+  return { page, baseUrl, databaseUrl: own.toString(), apiJson, uploadTexts, startWorker, problems, stop };
 }
 
 /** Waits until the documents list shows `name` with `status`. */

@@ -140,6 +140,7 @@ async fn delivery_run(args: &WebhooksBench, endpoints: usize) -> anyhow::Result<
             page_count: Some(1),
             progress: None,
             extract_note: None,
+            extraction: None,
             upload_id: None,
             created_at: now,
             updated_at: now,
