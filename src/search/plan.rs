@@ -168,6 +168,15 @@ impl Searcher {
                 );
                 let ((vectors, embedded), text) = (vectors?, text?);
                 let mut fused = rank::fuse(&vectors, &text, self.fusion, usize::MAX);
+                if !parsed.phrases.is_empty() || !parsed.excluded.is_empty() {
+                    // The keyword list is filtered already; the vector list is not.
+                    let keys: Vec<(i64, i32)> = fused
+                        .iter()
+                        .map(|c| (c.document_id, c.chunk_index))
+                        .collect();
+                    let passing = text::passing(&self.pool, parsed, &keys).await?;
+                    fused.retain(|c| passing.contains(&(c.document_id, c.chunk_index)));
+                }
                 self.complete(&mut fused, query, parsed, &embedded, routes)
                     .await?;
                 fused

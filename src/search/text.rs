@@ -28,7 +28,8 @@
 //!
 //! Quoted phrases filter the ranked chunks by a case-insensitive regular expression over their
 //! text (the words in order, separated by anything that is not a letter or digit; the trigram
-//! index serves it), and excluded words by their postings.
+//! index serves it), and excluded words by their postings. A hybrid search applies the same
+//! filters to its vector list ([`passing`]), so `"a phrase"` and `-word` mean the same there.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -329,6 +330,39 @@ async fn score(
             },
             relevance: 0.0,
         })
+        .collect())
+}
+
+/// Those of `chunks` that pass the query's phrase and exclusion filters (the same tests the
+/// ranking statement applies), for the vector list of a hybrid search.
+pub(super) async fn passing(
+    pool: &PgPool,
+    query: &Query,
+    chunks: &[(i64, i32)],
+) -> Result<std::collections::HashSet<(i64, i32)>, sqlx::Error> {
+    let phrases: Vec<String> = query.phrases.iter().map(|p| phrase_regex(p)).collect();
+    let ids: Vec<i64> = chunks.iter().map(|k| k.0).collect();
+    let indexes: Vec<i32> = chunks.iter().map(|k| k.1).collect();
+    let rows = sqlx::query!(
+        r#"select c.document_id as "document_id!", c.chunk_index as "chunk_index!"
+         from unnest($1::bigint[], $2::int[]) as w(document_id, chunk_index)
+         join chunks c using (document_id, chunk_index)
+         where (cardinality($3::text[]) = 0 or not exists (
+                   select 1 from chunk_terms x
+                   where x.document_id = c.document_id
+                     and x.chunk_index = c.chunk_index
+                     and x.term = any($3::text[])))
+           and (cardinality($4::text[]) = 0 or c.text ~* all($4::text[]))"#,
+        &ids[..],
+        &indexes[..],
+        &query.excluded[..],
+        &phrases[..],
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.document_id, row.chunk_index))
         .collect())
 }
 

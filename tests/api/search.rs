@@ -164,6 +164,35 @@ async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn hybrid_search_honours_phrases_and_excluded_words_in_both_lists(pool: PgPool) {
+    let api = TestApp::builder(pool.clone())
+        .chunking(SMALL_CHUNKS)
+        .spawn()
+        .await;
+    readme_and_japanese(&api).await;
+    let text_of = |hit: &Value| hit["text"].as_str().expect("text").to_lowercase();
+    // The vector list alone would bring chunks about gulp: the query's own spelling is near them.
+    let (status, body) = api.search("q=server%20-gulp&mode=hybrid&k=10").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let hits = body["hits"].as_array().expect("hits");
+    assert!(!hits.is_empty(), "{body}");
+    for hit in hits {
+        assert!(!text_of(hit).contains("gulp"), "-gulp: {}", text_of(hit));
+    }
+    let (status, body) = api.search("q=%22web%20server%22&mode=hybrid&k=10").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let hits = body["hits"].as_array().expect("hits");
+    assert!(!hits.is_empty(), "{body}");
+    for hit in hits {
+        assert!(
+            text_of(hit).contains("web server"),
+            "\"web server\": {}",
+            text_of(hit)
+        );
+    }
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn the_vector_query_is_served_by_the_versions_hnsw_index(pool: PgPool) {
     // One line (10 estimated tokens) a chunk.
     let api = TestApp::builder(pool.clone())
