@@ -16,9 +16,9 @@ import math
 
 # Which signals each mode's model reads, in the order of the Rust `Logit` fields after `bias`.
 FEATURES = {
-    "vector": ("cosine",),
-    "text": ("keyword",),
-    "hybrid": ("cosine", "keyword", "other_language", "keyword_other"),
+    "vector": ("cosine", "cosine_gap"),
+    "text": ("keyword", "keyword_gap"),
+    "hybrid": ("cosine", "keyword", "other_language", "keyword_other", "cosine_gap", "keyword_gap"),
 }
 BINS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0001)
 RIDGE = 0.01
@@ -62,6 +62,8 @@ def features(hit, names):
         "keyword": keyword,
         "other_language": other,
         "keyword_other": other * keyword,
+        "cosine_gap": hit.get("cosine_gap") or 0.0,
+        "keyword_gap": hit.get("keyword_gap") or 0.0,
     }
     return [values[n] for n in names]
 

@@ -154,6 +154,11 @@ pub struct Signals {
     /// Whether the chunk is written in another language than the query (keywords cannot
     /// match across scripts, so their absence says less).
     pub other_language: bool,
+    /// How far the cosine falls short of the best one among this search's candidates (0 for
+    /// the best): the same cosine is stronger evidence on top of a list than under a better hit.
+    pub cosine_gap: f64,
+    /// Likewise for the keyword share.
+    pub keyword_gap: f64,
 }
 
 /// What a search found.
@@ -296,10 +301,10 @@ const GROUP_HITS: usize = 5;
 pub const GOOD_MATCH: f64 = 0.5;
 /// Most hits a search returns when none is a good match: a few weak ones to look at, not a
 /// page of noise.
-pub const WEAK_HITS: usize = 3;
+pub const WEAK_HITS: usize = 5;
 /// Hits less relevant than this are left out unless a request asks for them
 /// (`min_relevance=0`); `DOCKET_MIN_RELEVANCE` changes it.
-pub const DEFAULT_MIN_RELEVANCE: f64 = 0.1;
+pub const DEFAULT_MIN_RELEVANCE: f64 = 0.05;
 
 impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.

@@ -72,14 +72,22 @@ fn checked_query(request: &SearchRequest) -> Result<&str, SearchError> {
 }
 
 /// The candidates at least `min_relevance` relevant, and whether none is a good match (then
-/// only the first [`WEAK_HITS`] of them are kept).
+/// only the first [`WEAK_HITS`] of them are kept, unless every hit was asked for with 0).
 fn judged(mut candidates: Vec<Candidate>, min_relevance: f64) -> (Vec<Candidate>, bool) {
     let no_good_match = !candidates.iter().any(|c| c.relevance >= GOOD_MATCH);
     candidates.retain(|c| c.relevance >= min_relevance);
-    if no_good_match {
+    if no_good_match && min_relevance > 0.0 {
         candidates.truncate(WEAK_HITS);
     }
     (candidates, no_good_match)
+}
+
+/// How far `value` falls short of `best` (0 when either is unknown).
+fn gap(value: Option<f64>, best: Option<f64>) -> f64 {
+    match (value, best) {
+        (Some(value), Some(best)) => (best - value).max(0.0),
+        _ => 0.0,
+    }
 }
 
 /// The groups of a grouped search, with their fetched hits; a group whose chunks all vanished
@@ -182,7 +190,20 @@ impl Searcher {
                 fused
             }
         };
+        let best = |signal: fn(&Candidate) -> Option<f64>| {
+            candidates
+                .iter()
+                .filter_map(signal)
+                .fold(None, |best: Option<f64>, v| {
+                    Some(best.map_or(v, |b| b.max(v)))
+                })
+        };
+        let best_cosine = best(|c| c.signals.cosine);
+        let best_keyword = best(|c| c.signals.keyword);
         for candidate in &mut candidates {
+            let signals = &mut candidate.signals;
+            signals.cosine_gap = gap(signals.cosine, best_cosine);
+            signals.keyword_gap = gap(signals.keyword, best_keyword);
             candidate.relevance = self.calibration.relevance(mode, &candidate.signals);
         }
         if mode == Mode::Hybrid {

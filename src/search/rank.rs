@@ -33,9 +33,10 @@ pub enum Fusion {
     Relevance,
 }
 
-/// The method hybrid search uses with an embedder that captures meaning: the best of the
-/// candidates measured on the development set (BENCHMARKS.md, "Search quality").
-pub const DEFAULT_FUSION: Fusion = Fusion::MinMax { text: 0.6 };
+/// The method hybrid search uses with an embedder that captures meaning: order by the
+/// calibrated relevance, so that the order and the number shown agree (measured against the
+/// score fusions on the development set, BENCHMARKS.md "Issue 23").
+pub const DEFAULT_FUSION: Fusion = Fusion::Relevance;
 
 /// The method with the hashing embedder, whose vectors only see spellings: keywords carry the
 /// ranking and the vector list breaks ties (also measured, BENCHMARKS.md).

@@ -99,6 +99,8 @@ struct Scored {
     cosine: Option<f64>,
     keyword: Option<f64>,
     other_language: bool,
+    cosine_gap: f64,
+    keyword_gap: f64,
 }
 
 /// A search of the bench, with k = [`K`].
@@ -137,6 +139,8 @@ fn scored(results: search::SearchResults) -> Vec<Scored> {
             cosine: h.signals.cosine,
             keyword: h.signals.keyword,
             other_language: h.signals.other_language,
+            cosine_gap: h.signals.cosine_gap,
+            keyword_gap: h.signals.keyword_gap,
         })
         .collect()
 }
