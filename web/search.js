@@ -52,6 +52,7 @@ async function openOriginal(hit) {
 function relevanceWords(relevance) {
   if (relevance >= 0.8) return "strong match";
   if (relevance >= 0.5) return "likely match";
+  if (relevance >= 0.2) return "possible match";
   return "weak match";
 }
 
@@ -179,7 +180,7 @@ async function runSearch(q, mode) {
     if (body.no_good_match) {
       count = groups.length === 0
         ? "No good match"
-        : `No good match: only ${passages} weak result${passages === 1 ? "" : "s"}, unlikely to answer,`;
+        : `No good match: ${passages} passage${passages === 1 ? "" : "s"} that may be related, each less likely than not to answer,`;
     } else {
       count = groups.length === 0 ? "No results" : found;
     }

@@ -304,7 +304,7 @@ pub const GOOD_MATCH: f64 = 0.5;
 pub const WEAK_HITS: usize = 5;
 /// Hits less relevant than this are left out unless a request asks for them
 /// (`min_relevance=0`); `DOCKET_MIN_RELEVANCE` changes it.
-pub const DEFAULT_MIN_RELEVANCE: f64 = 0.05;
+pub const DEFAULT_MIN_RELEVANCE: f64 = 0.02;
 
 impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.
