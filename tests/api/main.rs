@@ -24,6 +24,7 @@ mod local;
 mod metrics;
 mod models;
 mod multilingual;
+mod openapi;
 mod ocr;
 mod pipeline;
 mod queue;
