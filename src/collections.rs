@@ -17,7 +17,8 @@ pub const DEFAULT: CollectionId = CollectionId(1);
 pub const DEFAULT_NAME: &str = "default";
 
 /// A collection's id.
-#[derive(utoipa::ToSchema, 
+#[derive(
+    utoipa::ToSchema,
     Debug,
     Clone,
     Copy,

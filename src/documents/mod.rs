@@ -33,7 +33,18 @@ use crate::queue::{self, NewJob, QueueError};
 pub use uploads::UploadId;
 
 /// A document's identity.
-#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    sqlx::Type,
+)]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct DocumentId(pub i64);
@@ -45,7 +56,9 @@ impl std::fmt::Display for DocumentId {
 }
 
 /// Where a document is in the pipeline.
-#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type,
+)]
 #[serde(rename_all = "snake_case")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum DocumentStatus {

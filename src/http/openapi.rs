@@ -31,7 +31,8 @@ use super::error::{ApiError, ErrorAnswer};
             error answers with `{\"error\": {\"code\", \"message\"}}`; clients match on `code`."
     ),
     modifiers(&Schemes),
-    components(schemas(ErrorAnswer)),
+    // Schemas no operation names by itself: a query parameter's enum (`?sort=`).
+    components(schemas(ErrorAnswer, crate::documents::Sort)),
     tags(
         (name = "documents", description = "Upload, list, read, download, delete and reprocess"),
         (name = "search", description = "Search the chunks; what embeds them"),
@@ -89,7 +90,9 @@ impl Modify for Schemes {
 pub async fn document() -> Result<Response, ApiError> {
     static JSON: LazyLock<Result<String, String>> =
         LazyLock::new(|| serde_json::to_string(&openapi()).map_err(|err| err.to_string()));
-    let json = JSON.as_ref().map_err(|err| ApiError::internal(anyhow::anyhow!("{err}")))?;
+    let json = JSON
+        .as_ref()
+        .map_err(|err| ApiError::internal(anyhow::anyhow!("{err}")))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], json.clone()).into_response())
 }
 

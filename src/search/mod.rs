@@ -59,7 +59,9 @@ pub const DEFAULT_K: i64 = 10;
 pub const EF_SEARCH: i64 = 100;
 
 /// How to search.
-#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[derive(
+    utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Vector and keyword lists, fused.

@@ -66,8 +66,8 @@ impl JobKind for DeliverJob {
         }
     }
 
-    async fn run(deliverer: Arc<Deliverer>, job: Job, payload: Self) -> Result<Outcome, JobError> {
-        deliverer.attempt(&job, payload.delivery_id).await
+    async fn run(deliverer: Arc<Deliverer>, _: Job, payload: Self) -> Result<Outcome, JobError> {
+        deliverer.attempt(payload.delivery_id).await
     }
 
     fn on_ended<'c>(
@@ -138,7 +138,7 @@ impl Deliverer {
     }
 
     /// One attempt at delivery `id`.
-    async fn attempt(&self, job: &Job, id: Uuid) -> Result<Outcome, JobError> {
+    async fn attempt(&self, id: Uuid) -> Result<Outcome, JobError> {
         let Some(out) = store::outgoing(&self.pool, id).await.retryable()? else {
             // The endpoint was deleted, and its deliveries with it.
             return Ok(Outcome::Complete);
