@@ -15,11 +15,11 @@
 //!   group of four inputs, the six rows' four bytes side by side, the operand `vpdpbusd`
 //!   broadcasts from memory. Each row's sum of values is kept to take back the offset
 //!   (`Σ (w + 128)·x = Σ w·x + 128·Σ x`);
-//! - the micro-kernel keeps a 6 × 64 tile of 32-bit sums in 24 vector registers and walks the
-//!   whole shared dimension: per group of four inputs, four weight loads and six broadcasts feed
-//!   24 `vpdpbusd`. Its six rows of activations (≤ 9 KB) stay in L1 while it runs over every
-//!   panel; a layer's whole packed weights (≤ 590 KB for the models docket runs) stay in L2,
-//!   so the shared dimension needs no blocking of its own;
+//! - the micro-kernel keeps a 6 × 64 tile of 32-bit sums in 24 vector registers over a slice
+//!   of [`KC`] groups of the shared dimension: per group of four inputs, four weight loads and
+//!   six broadcasts feed 24 `vpdpbusd`. A task takes each panel in turn and, slice by slice,
+//!   runs it over all its row blocks, so the panel's slice (16 KB) is read from L1 by every
+//!   block; a layer's whole packed weights (≤ 590 KB for the models docket runs) stay in L2;
 //! - the work is split over rayon into tasks of up to [`BLOCKS_PER_TASK`] row blocks by a range
 //!   of panels, with panels split only when there are too few rows to keep every thread busy
 //!   (a single short text has one or two row blocks).
@@ -33,6 +33,8 @@
 //! `unsafe` block is behind a run-time check that the CPU has the instructions it uses, and
 //! reads only within slices whose lengths are checked first.
 #![allow(unsafe_code)]
+
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
@@ -56,6 +58,11 @@ pub const MR: usize = 6;
 /// Row blocks per parallel task: 48 rows, whose packed activations (≤ 74 KB at 1536 inputs)
 /// stay in L2 while the task walks its panels.
 const BLOCKS_PER_TASK: usize = 8;
+
+/// Groups of four inputs per pass of the micro-kernel (256 inputs): a panel's slice of
+/// weights (16 KB), a task's slices of activations (≤ 12 KB) and its sums (12 KB) stay in
+/// L1 together while the task runs over its blocks.
+const KC: usize = 64;
 
 /// Fewest tasks per thread worth splitting for: enough to balance, few enough that splitting
 /// panels (which re-reads activations) happens only for small products.
@@ -176,9 +183,9 @@ impl QuantizedRows {
                         let (scale, sum) = quantize_with(path, x, &mut row[..k]);
                         scales[r] = scale;
                         offsets[r] = sum * OFFSET;
-                        for (s, g) in row.chunks_exact(GROUP).enumerate() {
-                            packed[s * MR + r] =
-                                u32::from_le_bytes([g[0] as u8, g[1] as u8, g[2] as u8, g[3] as u8]);
+                        let column = packed.iter_mut().skip(r).step_by(MR);
+                        for (p, g) in column.zip(row.chunks_exact(GROUP)) {
+                            *p = u32::from_le_bytes([g[0] as u8, g[1] as u8, g[2] as u8, g[3] as u8]);
                         }
                     }
                 },
@@ -221,11 +228,12 @@ fn quantize_with(path: Path, x: &[f32], q: &mut [i8]) -> (f32, i32) {
 
 /// Quantises one row into `q` (same length, the rest of a padded row stays zero): its scale and
 /// the sum of its quantised values. Written for the auto-vectoriser: lane-wise maxima, and
-/// rounding by adding and taking off 1.5 · 2²³ (round half to even, exact below 2²²), which
-/// every instruction set computes to the same bits.
+/// rounding by adding 1.5 · 2²³ (round half to even), which every instruction set computes to
+/// the same bits.
 #[inline(always)]
 fn quantize(x: &[f32], q: &mut [i8]) -> (f32, i32) {
-    const LANES: usize = 16;
+    // Four vectors' worth of running maxima: independent chains, not one long one.
+    const LANES: usize = 64;
     const ROUND: f32 = 12_582_912.0;
     let mut lanes = [0f32; LANES];
     let mut chunks = x.chunks_exact(LANES);
@@ -245,11 +253,16 @@ fn quantize(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     }
     let inv = LEVELS / max;
     let mut sum = 0i32;
+    let base = ROUND.to_bits() as i32;
     for (q, v) in q.iter_mut().zip(x) {
-        // Within ±127 by construction; the clamp only guards the last rounding.
-        let r = ((v * inv + ROUND) - ROUND).clamp(-LEVELS, LEVELS);
-        *q = r as i8;
-        sum += i32::from(*q);
+        // `v · inv + 1.5 · 2²³` holds the rounded value in its low mantissa bits: read them as
+        // an integer (no float → int conversion, which the vectoriser leaves one lane at a
+        // time). Within ±127 by construction; the clamp only guards the last rounding.
+        let n = ((v * inv + ROUND).to_bits() as i32)
+            .wrapping_sub(base)
+            .clamp(-127, 127);
+        *q = n as i8;
+        sum += n;
     }
     (max / LEVELS, sum)
 }
@@ -319,10 +332,12 @@ pub fn matmul(x: &QuantizedRows, w: &QuantizedMatrix) -> Vec<f32> {
 pub fn matmul_with(x: &QuantizedRows, w: &QuantizedMatrix, path: Path) -> Vec<f32> {
     assert_eq!(x.k, w.k, "widths {} and {}", x.k, w.k);
     let path = path.or_portable();
-    let mut y = vec![0f32; x.rows * w.out];
-    if w.out == 0 || x.rows == 0 {
-        return y;
+    let len = x.rows * w.out;
+    if len == 0 {
+        return vec![0.0; len];
     }
+    // Written once by the tasks, never zeroed first (zeroing was a tenth of a product's time).
+    let mut y: Vec<f32> = Vec::with_capacity(len);
     let row_tasks = x.blocks.div_ceil(BLOCKS_PER_TASK);
     let wanted = TASKS_PER_THREAD * rayon::current_num_threads();
     let splits = wanted.div_ceil(row_tasks).clamp(1, w.panels);
@@ -331,8 +346,10 @@ pub fn matmul_with(x: &QuantizedRows, w: &QuantizedMatrix, path: Path) -> Vec<f3
     let splits = w.out.div_ceil(width);
     // Each task owns its rows' slices of its columns: disjoint by construction.
     let mut tasks = Vec::with_capacity(row_tasks * splits);
-    for (t, rows) in y.chunks_mut(BLOCKS_PER_TASK * MR * w.out).enumerate() {
-        let mut columns: Vec<Vec<&mut [f32]>> = (0..splits).map(|_| Vec::new()).collect();
+    let cells = &mut y.spare_capacity_mut()[..len];
+    for (t, rows) in cells.chunks_mut(BLOCKS_PER_TASK * MR * w.out).enumerate() {
+        let mut columns: Vec<Vec<&mut [MaybeUninit<f32>]>> =
+            (0..splits).map(|_| Vec::new()).collect();
         for row in rows.chunks_mut(w.out) {
             let mut rest = row;
             for slices in &mut columns {
@@ -358,6 +375,9 @@ pub fn matmul_with(x: &QuantizedRows, w: &QuantizedMatrix, path: Path) -> Vec<f3
         Path::Avx2 => unsafe { x86::task_avx2(task, x, w) },
         _ => run_task(task, x, w, portable_tile),
     });
+    // SAFETY: the tasks' slices cover `len` cells, every row of every column range, and
+    // `run_task` writes each cell of its slices.
+    unsafe { y.set_len(len) };
     y
 }
 
@@ -366,41 +386,54 @@ pub fn matmul_with(x: &QuantizedRows, w: &QuantizedMatrix, path: Path) -> Vec<f3
 struct Task<'a> {
     block: usize,
     panel: usize,
-    rows: Vec<&'a mut [f32]>,
+    rows: Vec<&'a mut [MaybeUninit<f32>]>,
 }
 
 /// A tile of raw sums: `MR` rows × `NR` channels of `Σ (w + 128) · x`.
 type Tile = [[i32; NR]; MR];
 
-/// Runs `task` with `tile` as the micro-kernel (a block's packed activations, a panel's packed
-/// weights); the f32 step here is shared by every path, so their outputs are the same bits.
-/// Inlined into each path's `#[target_feature]` entry, so this loop is vectorised for it too.
+/// Runs `task` with `tile` as the micro-kernel (adds a block's packed activations times a
+/// panel's packed weights, over a slice of the shared dimension, into a tile of sums). Loop
+/// order: for each panel, for each slice of [`KC`] groups, for each of the task's blocks; so a
+/// panel's slice of weights is read from L1 once per block. The f32 step here is shared by
+/// every path, so their outputs are the same bits. Inlined into each path's
+/// `#[target_feature]` entry, so this loop is vectorised for it too.
 #[inline(always)]
 fn run_task(
     task: Task<'_>,
     x: &QuantizedRows,
     w: &QuantizedMatrix,
-    tile: impl Fn(&[u32], &[u8]) -> Tile,
+    tile: impl Fn(&mut Tile, &[u32], &[u8]),
 ) {
     let Task {
         block: first,
         panel: first_panel,
         mut rows,
     } = task;
-    for (i, rows) in rows.chunks_mut(MR).enumerate() {
-        let b = first + i;
-        let a = x.block(b);
-        let width = rows[0].len();
-        for p in 0..width.div_ceil(NR) {
-            let sums = tile(a, w.panel(first_panel + p));
-            let o0 = (first_panel + p) * NR;
-            for (r, y) in rows.iter_mut().enumerate() {
-                let row = b * MR + r;
+    let blocks = rows.len().div_ceil(MR);
+    let width = rows.first().map_or(0, |r| r.len());
+    let mut sums = [[[0i32; NR]; MR]; BLOCKS_PER_TASK];
+    let sums = &mut sums[..blocks];
+    for p in 0..width.div_ceil(NR) {
+        let panel = w.panel(first_panel + p);
+        sums.iter_mut().for_each(|t| *t = [[0; NR]; MR]);
+        for k0 in (0..w.steps).step_by(KC) {
+            let k1 = w.steps.min(k0 + KC);
+            let b = &panel[k0 * NR * GROUP..k1 * NR * GROUP];
+            for (i, sums) in sums.iter_mut().enumerate() {
+                tile(sums, &x.block(first + i)[k0 * MR..k1 * MR], b);
+            }
+        }
+        let o0 = (first_panel + p) * NR;
+        let end = width.min((p + 1) * NR);
+        for (i, (rows, sums)) in rows.chunks_mut(MR).zip(sums.iter()).enumerate() {
+            for (r, (y, acc)) in rows.iter_mut().zip(sums).enumerate() {
+                let row = (first + i) * MR + r;
                 let (xs, offset) = (x.scales[row], x.offsets[row]);
-                let y = &mut y[p * NR..width.min((p + 1) * NR)];
+                let y = &mut y[p * NR..end];
                 let scales = &w.scales[o0..o0 + y.len()];
-                for ((y, &acc), &ws) in y.iter_mut().zip(&sums[r]).zip(scales) {
-                    *y = dequantize(acc.wrapping_sub(offset), xs, ws);
+                for ((y, &acc), &ws) in y.iter_mut().zip(acc).zip(scales) {
+                    y.write(dequantize(acc.wrapping_sub(offset), xs, ws));
                 }
             }
         }
@@ -414,8 +447,7 @@ fn dequantize(acc: i32, x_scale: f32, w_scale: f32) -> f32 {
 }
 
 /// The portable micro-kernel: the same sums as the vector ones, one product at a time.
-fn portable_tile(a: &[u32], b: &[u8]) -> Tile {
-    let mut sums = [[0i32; NR]; MR];
+fn portable_tile(sums: &mut Tile, a: &[u32], b: &[u8]) {
     for (groups, weights) in a.chunks_exact(MR).zip(b.chunks_exact(NR * GROUP)) {
         for (row, &g) in sums.iter_mut().zip(groups) {
             let x = g.to_le_bytes().map(|v| i32::from(v as i8));
@@ -426,5 +458,4 @@ fn portable_tile(a: &[u32], b: &[u8]) -> Tile {
             }
         }
     }
-    sums
 }

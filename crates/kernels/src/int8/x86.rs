@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{GROUP, MR, NR, QuantizedMatrix, QuantizedRows, Task, Tile, quantize, run_task};
+use super::{GROUP, KC, MR, NR, QuantizedMatrix, QuantizedRows, Task, Tile, quantize, run_task};
 
 /// [`quantize`] compiled for AVX-512 (vectorised maxima, rounding and narrowing).
 ///
@@ -33,23 +33,29 @@ pub unsafe fn quantize_avx2(x: &[f32], q: &mut [i8]) -> (f32, i32) {
 /// The CPU has AVX-512 F, BW and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
 pub unsafe fn task_vnni(task: Task<'_>, x: &QuantizedRows, w: &QuantizedMatrix) {
-    run_task(task, x, w, |a, b| {
+    run_task(task, x, w, |sums, a, b| {
         // SAFETY: this function's own requirement.
-        unsafe { tile_vnni(a, b) }
+        unsafe { tile_vnni(sums, a, b) }
     });
 }
 
-/// A 6 × 64 tile: 24 accumulators in registers, the whole shared dimension in one pass.
-/// Per group of four inputs: four 64-byte weight loads, then for each row one 4-byte
-/// broadcast (folded into the instruction) and four `vpdpbusd`.
+/// Adds a 6 × 64 tile: 24 accumulators in registers over the slice. Per group of four
+/// inputs: four 64-byte weight loads, then for each row one 4-byte broadcast (folded into the
+/// instruction) and four `vpdpbusd`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-unsafe fn tile_vnni(a: &[u32], b: &[u8]) -> Tile {
+unsafe fn tile_vnni(sums: &mut Tile, a: &[u32], b: &[u8]) {
     let steps = a.len() / MR;
     // Every read below is within these two slices.
     assert!(a.len() == steps * MR && b.len() == steps * NR * GROUP);
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     let mut acc = [[_mm512_setzero_si512(); 4]; MR];
+    for (acc, row) in acc.iter_mut().zip(sums.iter()) {
+        for (j, v) in acc.iter_mut().enumerate() {
+            // SAFETY: 16 of the row's 64 values.
+            *v = unsafe { _mm512_loadu_si512(row[j * 16..][..16].as_ptr().cast()) };
+        }
+    }
     for s in 0..steps {
         // SAFETY: step `s` of both operands is within them (asserted above).
         unsafe {
@@ -69,14 +75,12 @@ unsafe fn tile_vnni(a: &[u32], b: &[u8]) -> Tile {
             }
         }
     }
-    let mut sums = [[0i32; NR]; MR];
     for (row, acc) in sums.iter_mut().zip(&acc) {
         for (j, &v) in acc.iter().enumerate() {
             // SAFETY: 16 lanes into 16 of the row's 64 values.
-            unsafe { _mm512_storeu_si512(row[j * 16..].as_mut_ptr().cast(), v) };
+            unsafe { _mm512_storeu_si512(row[j * 16..][..16].as_mut_ptr().cast(), v) };
         }
     }
-    sums
 }
 
 /// One task by the AVX2 micro-kernel.
@@ -85,31 +89,28 @@ unsafe fn tile_vnni(a: &[u32], b: &[u8]) -> Tile {
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn task_avx2(task: Task<'_>, x: &QuantizedRows, w: &QuantizedMatrix) {
-    run_task(task, x, w, |a, b| {
+    run_task(task, x, w, |sums, a, b| {
         // SAFETY: this function's own requirement.
-        unsafe { tile_avx2(a, b) }
+        unsafe { tile_avx2(sums, a, b) }
     });
 }
 
-/// A 6 × 64 tile in eight slices of eight channels. Per slice and group of four inputs: the
+/// Adds a 6 × 64 tile, in eight slices of eight channels. Per slice and group of four inputs: the
 /// 32 weight bytes widened to two vectors of 16-bit lanes; each row's four inputs, widened
 /// and broadcast, multiplied and summed in pairs (`vpmaddwd`), which leaves each channel's
 /// sum in two neighbouring lanes.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn tile_avx2(a: &[u32], b: &[u8]) -> Tile {
+unsafe fn tile_avx2(sums: &mut Tile, a: &[u32], b: &[u8]) {
     let steps = a.len() / MR;
-    assert!(a.len() == steps * MR && b.len() == steps * NR * GROUP);
+    assert!(a.len() == steps * MR && steps <= KC && b.len() == steps * NR * GROUP);
     // The rows' groups widened to four 16-bit lanes once for all slices.
-    let wide: Vec<i64> = a
-        .iter()
-        .map(|&g| {
-            let [x0, x1, x2, x3] = g.to_le_bytes().map(|v| i64::from(v as i8 as i16 as u16));
-            x0 | (x1 << 16) | (x2 << 32) | (x3 << 48)
-        })
-        .collect();
+    let mut wide = [0i64; KC * MR];
+    for (wide, &g) in wide.iter_mut().zip(a) {
+        let [x0, x1, x2, x3] = g.to_le_bytes().map(|v| i64::from(v as i8 as i16 as u16));
+        *wide = x0 | (x1 << 16) | (x2 << 32) | (x3 << 48);
+    }
     let (xp, bp) = (wide.as_ptr(), b.as_ptr());
-    let mut sums = [[0i32; NR]; MR];
     for slice in 0..NR / 8 {
         let mut low = [_mm256_setzero_si256(); MR];
         let mut high = [_mm256_setzero_si256(); MR];
@@ -136,10 +137,9 @@ unsafe fn tile_avx2(a: &[u32], b: &[u8]) -> Tile {
             };
             let out = &mut row[slice * 8..][..8];
             for c in 0..4 {
-                out[c] = l[2 * c].wrapping_add(l[2 * c + 1]);
-                out[c + 4] = h[2 * c].wrapping_add(h[2 * c + 1]);
+                out[c] = out[c].wrapping_add(l[2 * c].wrapping_add(l[2 * c + 1]));
+                out[c + 4] = out[c + 4].wrapping_add(h[2 * c].wrapping_add(h[2 * c + 1]));
             }
         }
     }
-    sums
 }
