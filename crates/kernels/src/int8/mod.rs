@@ -158,7 +158,7 @@ impl QuantizedRows {
     /// [`QuantizedRows::new`] compiled for `path`'s instruction set (the same bits on any).
     pub fn new_with(x: &[f32], k: usize, path: Path) -> Self {
         assert!(
-            k > 0 && x.len() % k == 0,
+            k > 0 && x.len().is_multiple_of(k),
             "{} values in rows of {k}",
             x.len()
         );
