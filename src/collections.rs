@@ -18,6 +18,7 @@ pub const DEFAULT_NAME: &str = "default";
 
 /// A collection's id.
 #[derive(
+    utoipa::ToSchema,
     Debug,
     Clone,
     Copy,
@@ -87,7 +88,7 @@ impl Reach {
 }
 
 /// A collection with what it holds, as `GET /api/collections` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct CollectionUsage {
     pub name: String,
     pub documents: i64,
@@ -101,7 +102,7 @@ pub struct CollectionUsage {
 }
 
 /// Embedding tokens of one model version.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct VersionTokens {
     pub model_version: String,
     pub tokens: i64,

@@ -16,7 +16,7 @@ use crate::chunk::ChunkConfig;
 use crate::embed::{Embedder, HashEmbedder};
 
 /// Everything that changes the vectors, and the name that stands for it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ModelVersion {
     /// `<provider>:<model>:<dims>:c<chunk tokens>o<overlap>`, e.g. `hash:v1:384:c200o30`.
     pub model_version: String,
@@ -193,7 +193,7 @@ pub async fn get(pool: &PgPool, model_version: &str) -> Result<Option<ModelVersi
 }
 
 /// A version as people list it: whether it is active and how far its sets have come.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, serde::Serialize)]
 pub struct ModelVersionStatus {
     #[serde(flatten)]
     pub version: ModelVersion,
@@ -254,7 +254,7 @@ pub enum ModelError {
 }
 
 /// What names a new version.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewModelVersion {
     /// `hash` or `openai`.

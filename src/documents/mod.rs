@@ -36,7 +36,18 @@ use crate::queue::{self, NewJob, QueueError};
 pub use uploads::UploadId;
 
 /// A document's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    sqlx::Type,
+)]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct DocumentId(pub i64);
@@ -48,7 +59,9 @@ impl std::fmt::Display for DocumentId {
 }
 
 /// Where a document is in the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type,
+)]
 #[serde(rename_all = "snake_case")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum DocumentStatus {
@@ -86,7 +99,7 @@ impl DocumentStatus {
 }
 
 /// A document as clients see it: the JSON of `/api/documents` is this struct.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct Document {
     pub id: DocumentId,
     /// The name of the collection it belongs to.
@@ -96,6 +109,7 @@ pub struct Document {
     pub filename: String,
     pub content_type: String,
     pub byte_size: i64,
+    #[schema(value_type = String)]
     #[serde(serialize_with = "hex_bytes")]
     pub sha256: Vec<u8>,
     pub status: DocumentStatus,
@@ -269,7 +283,7 @@ pub async fn get(
 }
 
 /// How a list of documents is ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
     /// Newest upload first (the default).
@@ -387,7 +401,7 @@ pub async fn chunk_count(pool: &PgPool, id: DocumentId) -> Result<i64, sqlx::Err
 }
 
 /// A document's vectors under one model version.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct EmbeddingSet {
     pub model_version: String,
     pub chunk_count: i32,

@@ -15,7 +15,18 @@ use super::{Document, DocumentId, DocumentStatus, ExtractionNote};
 use crate::collections::CollectionId;
 
 /// An upload request's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    sqlx::Type,
+)]
 #[serde(transparent)]
 #[sqlx(transparent)]
 pub struct UploadId(pub i64);

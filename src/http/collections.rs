@@ -12,27 +12,35 @@ use super::input::{Json, Path};
 use crate::collections::{self, CollectionUsage, Reach};
 
 /// Answer of `GET /api/collections`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct CollectionList {
     /// By name; only those the caller may read.
     pub collections: Vec<CollectionUsage>,
 }
 
 /// Body of `POST /api/collections`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewCollection {
     name: String,
 }
 
 /// Answer of `DELETE /api/collections/{name}`: the job deleting its documents.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct Deletion {
     pub name: String,
     pub job_id: i64,
 }
 
 /// `GET /api/collections`.
+#[utoipa::path(
+    get,
+    path = "/collections",
+    operation_id = "list_collections",
+    tag = "collections",
+    responses((status = 200, body = CollectionList)),
+    security(("bearer" = []))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -44,6 +52,15 @@ pub async fn list(
 }
 
 /// `POST /api/collections {"name"}`: 201 with the new, empty collection.
+#[utoipa::path(
+    post,
+    path = "/collections",
+    operation_id = "create_collection",
+    tag = "collections",
+    request_body = NewCollection,
+    responses((status = 201, body = CollectionUsage), (status = 400, description = "a name that cannot be one", body = super::error::ErrorAnswer), (status = 409, description = "the name is taken", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn create(
     State(state): State<AppState>,
     _: Admin,
@@ -59,6 +76,15 @@ pub async fn create(
 
 /// `DELETE /api/collections/{name}`: 202; the collection is gone from every view at once, and
 /// its documents are deleted by a job.
+#[utoipa::path(
+    delete,
+    path = "/collections/{name}",
+    operation_id = "delete_collection",
+    tag = "collections",
+    params(("name" = String, Path, description = "The collection's name")),
+    responses((status = 202, description = "Gone from every view; its documents are deleted by the job", body = Deletion), (status = 404, description = "no such collection", body = super::error::ErrorAnswer), (status = 409, description = "the default collection cannot be deleted", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn delete(
     State(state): State<AppState>,
     _: Admin,

@@ -17,7 +17,8 @@ use crate::pipeline;
 use crate::queue::by_payload::{self, NamedJob};
 
 /// Query of `GET /api/documents`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::IntoParams, Debug, Deserialize)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     status: Option<String>,
@@ -36,7 +37,7 @@ pub struct ListQuery {
 }
 
 /// Answer of `GET /api/documents`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct DocumentPage {
     /// Newest first.
     pub documents: Vec<Document>,
@@ -47,7 +48,7 @@ pub struct DocumentPage {
 }
 
 /// Answer of `GET /api/documents/{id}`: the document's own fields, then what it is made of.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct DocumentDetail {
     #[serde(flatten)]
     pub document: Document,
@@ -61,6 +62,15 @@ pub struct DocumentDetail {
 /// `GET /api/documents?status=&collection=&name=&type=&sort=newest|oldest|name|size&offset=&before=&limit=`:
 /// the matching documents in that order with their `total`; `next` is the keyset cursor of the
 /// following page for the default order.
+#[utoipa::path(
+    get,
+    path = "/documents",
+    operation_id = "list_documents",
+    tag = "documents",
+    params(ListQuery),
+    responses((status = 200, body = DocumentPage), (status = 400, description = "a bad filter, sort, cursor or limit", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -110,6 +120,15 @@ pub async fn list(
 
 /// `GET /api/documents/{id}`: the document with its chunk count, embedding sets and jobs
 /// (every job whose payload names it, with its error history).
+#[utoipa::path(
+    get,
+    path = "/documents/{id}",
+    operation_id = "get_document",
+    tag = "documents",
+    params(("id" = i64, Path, description = "The document's id")),
+    responses((status = 200, body = DocumentDetail), (status = 404, description = "no such document, or not within the caller's reach", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn get(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -126,6 +145,15 @@ pub async fn get(
 
 /// `GET /api/documents/{id}/file`: the original bytes, always as a download so that an
 /// uploaded HTML page never renders on our origin.
+#[utoipa::path(
+    get,
+    path = "/documents/{id}/file",
+    operation_id = "get_document_file",
+    tag = "documents",
+    params(("id" = i64, Path, description = "The document's id")),
+    responses((status = 200, description = "The original bytes, as an attachment", content_type = "application/octet-stream", body = String), (status = 404, description = "no such document, or not within the caller's reach", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn file(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -179,6 +207,15 @@ fn content_disposition(filename: &str) -> String {
 
 /// `DELETE /api/documents/{id}`: the document, its bytes, chunks and vectors; its pipeline
 /// jobs are cancelled.
+#[utoipa::path(
+    delete,
+    path = "/documents/{id}",
+    operation_id = "delete_document",
+    tag = "documents",
+    params(("id" = i64, Path, description = "The document's id")),
+    responses((status = 204, description = "Deleted"), (status = 403, description = "the caller may read but not change it", body = super::error::ErrorAnswer), (status = 404, description = "no such document, or not within the caller's reach", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -199,6 +236,15 @@ pub async fn delete(
 }
 
 /// `POST /api/documents/{id}/reprocess`: extract and embed again from the original bytes.
+#[utoipa::path(
+    post,
+    path = "/documents/{id}/reprocess",
+    operation_id = "reprocess_document",
+    tag = "documents",
+    params(("id" = i64, Path, description = "The document's id")),
+    responses((status = 202, description = "Its extraction is enqueued again", body = Document), (status = 403, description = "the caller may read but not change it", body = super::error::ErrorAnswer), (status = 404, description = "no such document, or not within the caller's reach", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn reprocess(
     State(state): State<AppState>,
     Caller(access): Caller,

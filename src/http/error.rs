@@ -31,14 +31,16 @@ pub struct ApiError {
 
 /// An error as clients see it (`{"code", "message"}`): the body of an error answer, and an
 /// upload's per-file error.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ErrorBody {
+    /// A stable snake_case code (`invalid_json`, `not_found`…): clients match on it.
+    #[schema(value_type = String, example = "invalid_json")]
     pub code: Code,
     pub message: String,
 }
 
 /// The body of every error answer.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ErrorAnswer {
     pub error: ErrorBody,
 }

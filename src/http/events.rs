@@ -109,12 +109,22 @@ async fn listen(
 }
 
 /// Query of `GET /api/events`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(utoipa::IntoParams, Debug, serde::Deserialize)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     access_token: Option<String>,
 }
 
 /// `GET /api/events`: `hello` first, then `change` (JSON data) and `resync` events.
+#[utoipa::path(
+    get,
+    path = "/api/events",
+    operation_id = "stream_events",
+    tag = "events",
+    params(EventsQuery),
+    responses((status = 200, description = "Server-sent events: `hello` first, then `change` (JSON data) and `resync`", content_type = "text/event-stream", body = String)),
+    security(("bearer" = []), ("access_token" = []))
+)]
 pub async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,

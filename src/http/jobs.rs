@@ -15,7 +15,8 @@ use crate::pipeline;
 use crate::queue::{self, JobFilter, JobId, JobRecord, JobStatus, NewJob, QueueStats};
 
 /// Query of `GET /api/jobs`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::IntoParams, Debug, Deserialize)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     status: Option<String>,
@@ -26,7 +27,7 @@ pub struct ListQuery {
 }
 
 /// Answer of `GET /api/jobs`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct JobPage {
     /// Newest first.
     pub jobs: Vec<JobRecord>,
@@ -35,6 +36,15 @@ pub struct JobPage {
 }
 
 /// `GET /api/jobs`: newest first; `next` is the cursor for the following page.
+#[utoipa::path(
+    get,
+    path = "/jobs",
+    operation_id = "list_jobs",
+    tag = "jobs",
+    params(ListQuery),
+    responses((status = 200, body = JobPage), (status = 400, description = "a bad status, limit or query", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn list(
     State(state): State<AppState>,
     _: Admin,
@@ -61,6 +71,15 @@ pub async fn list(
 }
 
 /// `GET /api/jobs/{id}`.
+#[utoipa::path(
+    get,
+    path = "/jobs/{id}",
+    operation_id = "get_job",
+    tag = "jobs",
+    params(("id" = i64, Path, description = "The job's id")),
+    responses((status = 200, body = JobRecord), (status = 404, description = "no such job", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn get(
     State(state): State<AppState>,
     _: Admin,
@@ -70,7 +89,7 @@ pub async fn get(
 }
 
 /// Body of `POST /api/jobs`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueBody {
     kind: String,
@@ -84,6 +103,15 @@ pub struct EnqueueBody {
 
 /// `POST /api/jobs`: enqueue a job of a kind this deployment runs. 201 when created, 200 when
 /// the idempotency key named an existing job (which comes back).
+#[utoipa::path(
+    post,
+    path = "/jobs",
+    operation_id = "enqueue_job",
+    tag = "jobs",
+    request_body = EnqueueBody,
+    responses((status = 201, description = "Enqueued", body = JobRecord), (status = 200, description = "The idempotency key named this existing job", body = JobRecord), (status = 400, description = "a bad payload", body = super::error::ErrorAnswer), (status = 413, description = "the payload is over the queue's limit", body = super::error::ErrorAnswer), (status = 422, description = "no handler runs jobs of this kind", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn enqueue(
     State(state): State<AppState>,
     _: Admin,
@@ -137,6 +165,15 @@ pub fn check_kind(state: &AppState, kind: &str) -> Result<(), ApiError> {
 /// attempt budget (its history kept); a failed document it works on goes back into its step
 /// in the same transaction, so the document's own status shows what the retry does
 /// ([`pipeline::retry_job`]).
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/retry",
+    operation_id = "retry_job",
+    tag = "jobs",
+    params(("id" = i64, Path, description = "The job's id")),
+    responses((status = 200, body = JobRecord), (status = 404, description = "no such job", body = super::error::ErrorAnswer), (status = 409, description = "the job is not dead or cancelled", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn retry(
     State(state): State<AppState>,
     _: Admin,
@@ -146,6 +183,15 @@ pub async fn retry(
 }
 
 /// `POST /api/jobs/{id}/cancel`: a ready or running job to cancelled.
+#[utoipa::path(
+    post,
+    path = "/jobs/{id}/cancel",
+    operation_id = "cancel_job",
+    tag = "jobs",
+    params(("id" = i64, Path, description = "The job's id")),
+    responses((status = 200, body = JobRecord), (status = 404, description = "no such job", body = super::error::ErrorAnswer), (status = 409, description = "the job is finished", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     _: Admin,
@@ -155,6 +201,14 @@ pub async fn cancel(
 }
 
 /// `GET /api/queue/stats`.
+#[utoipa::path(
+    get,
+    path = "/queue/stats",
+    operation_id = "queue_stats",
+    tag = "jobs",
+    responses((status = 200, body = QueueStats)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn stats(State(state): State<AppState>, _: Admin) -> Result<Json<QueueStats>, ApiError> {
     Ok(Json(state.queue.stats().await?))
 }

@@ -5,6 +5,8 @@
 //! becomes a caller ([`auth`]: its role and collections); health and the page stay open. Every route, whatever its
 //! token, first passes the [`guard`]: a foreign `Host` or a state-changing request from another
 //! web origin is refused, so a page the operator happens to visit cannot drive docket.
+//! Every `/api` route is declared with its OpenAPI operation ([`openapi`]), so the router and
+//! `GET /api/openapi.json` are built from the same list.
 
 mod auth;
 mod collections;
@@ -17,6 +19,7 @@ pub mod input;
 mod jobs;
 mod metrics;
 mod models;
+pub mod openapi;
 mod page;
 mod reader;
 pub mod schedules;
@@ -31,8 +34,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::get;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 pub use events::EventHub;
 pub use state::{AppState, AppStateBuilder};
@@ -81,53 +87,7 @@ const JSON_BODY_LIMIT: usize = 256 * 1024;
 
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .route("/jobs", get(jobs::list).post(jobs::enqueue))
-        .route("/jobs/{id}", get(jobs::get))
-        .route("/jobs/{id}/retry", post(jobs::retry))
-        .route("/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/queue/stats", get(jobs::stats))
-        .route(
-            "/documents",
-            get(documents::list)
-                .post(upload::upload)
-                // Uploads stream with a per-file limit of their own (DOCKET_MAX_UPLOAD_BYTES).
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .route(
-            "/documents/{id}",
-            get(documents::get).delete(documents::delete),
-        )
-        .route("/documents/{id}/file", get(documents::file))
-        .route("/documents/{id}/text", get(reader::text))
-        .route("/documents/{id}/reprocess", post(documents::reprocess))
-        .route("/schedules", get(schedules::list).post(schedules::create))
-        .route(
-            "/schedules/{name}",
-            get(schedules::get)
-                .patch(schedules::update)
-                .delete(schedules::delete),
-        )
-        .route("/schedules/{name}/run-now", post(schedules::run_now))
-        .route("/models", get(models::list).post(models::add))
-        .route("/models/{version}/activate", post(models::activate))
-        .route(
-            "/collections",
-            get(collections::list).post(collections::create),
-        )
-        .route(
-            "/collections/{name}",
-            axum::routing::delete(collections::delete),
-        )
-        .route("/search", get(search::search))
-        .route("/info", get(search::info))
-        .route("/webhooks", get(webhooks::list).post(webhooks::create))
-        .route("/webhooks/{id}", axum::routing::delete(webhooks::delete))
-        .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
-        .route(
-            "/webhooks/{id}/deliveries/{delivery}/retry",
-            post(webhooks::retry),
-        )
+    let api = api_routes()
         .fallback(api_not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -138,6 +98,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::identify,
         ));
+    let (api, _) = with_public_routes(api).split_for_parts();
     Router::new()
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
@@ -151,16 +112,59 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
-        // Beside /api, not in it: EventSource cannot send the bearer header, so this route
-        // checks the token itself and also takes it as a query parameter.
-        .route("/api/events", get(events::stream))
-        .nest("/api", api)
+        .merge(api)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::check,
         ))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// Every route under `/api` that a caller's token opens, each declared once with its OpenAPI
+/// operation (`#[utoipa::path]` on the handler): `routes!` gives the router and the document
+/// the same declaration, so neither can have a route the other lacks. Paths are relative to
+/// `/api`; [`router`] adds the bearer check, limits and fallback.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(jobs::list, jobs::enqueue))
+        .routes(routes!(jobs::get))
+        .routes(routes!(jobs::retry))
+        .routes(routes!(jobs::cancel))
+        .routes(routes!(jobs::stats))
+        // Uploads stream with a per-file limit of their own (DOCKET_MAX_UPLOAD_BYTES).
+        .routes(routes!(documents::list, upload::upload).layer(DefaultBodyLimit::disable()))
+        .routes(routes!(documents::get, documents::delete))
+        .routes(routes!(documents::file))
+        .routes(routes!(reader::text))
+        .routes(routes!(documents::reprocess))
+        .routes(routes!(schedules::list, schedules::create))
+        .routes(routes!(
+            schedules::get,
+            schedules::update,
+            schedules::delete
+        ))
+        .routes(routes!(schedules::run_now))
+        .routes(routes!(models::list, models::add))
+        .routes(routes!(models::activate))
+        .routes(routes!(collections::list, collections::create))
+        .routes(routes!(collections::delete))
+        .routes(routes!(search::search))
+        .routes(routes!(search::info))
+        .routes(routes!(webhooks::list, webhooks::create))
+        .routes(routes!(webhooks::delete))
+        .routes(routes!(webhooks::deliveries))
+        .routes(routes!(webhooks::retry))
+}
+
+/// `api` nested under `/api`, beside the `/api` routes that check no token first: the event
+/// stream (EventSource cannot send the bearer header, so it checks the token itself and also
+/// takes it as a query parameter) and the OpenAPI document.
+fn with_public_routes(api: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(events::stream))
+        .routes(routes!(openapi::document))
+        .nest("/api", api)
 }
 
 /// The span of one request: its method and path, never its query string, which may carry a

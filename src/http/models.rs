@@ -11,20 +11,20 @@ use super::input::{Json, Path};
 use crate::models::{self, ModelVersion, ModelVersionStatus, NewModelVersion};
 
 /// Answer of `GET /api/models`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ModelList {
     /// The active version first.
     pub models: Vec<ModelVersionStatus>,
 }
 
 /// Answer of `POST /api/models`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct AddedModel {
     pub model: ModelVersion,
 }
 
 /// Answer of `POST /api/models/{version}/activate`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ActivatedModel {
     pub model: ModelVersion,
     /// Always true: the version is the active one now.
@@ -33,6 +33,14 @@ pub struct ActivatedModel {
 
 /// `GET /api/models`: every version with `active`, `documents_complete`, `documents_total`
 /// and `documents_searchable` (the progress of a switch).
+#[utoipa::path(
+    get,
+    path = "/models",
+    operation_id = "list_models",
+    tag = "models",
+    responses((status = 200, body = ModelList)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<ModelList>, ApiError> {
     Ok(Json(ModelList {
         models: models::list(&state.pool).await?,
@@ -40,6 +48,15 @@ pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<ModelL
 }
 
 /// `POST /api/models`: registers a version; 201 when new, 200 when it existed.
+#[utoipa::path(
+    post,
+    path = "/models",
+    operation_id = "add_model",
+    tag = "models",
+    request_body = NewModelVersion,
+    responses((status = 201, description = "Registered", body = AddedModel), (status = 200, description = "It was registered already", body = AddedModel), (status = 400, description = "settings that name no version docket can embed with", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn add(
     State(state): State<AppState>,
     _: Admin,
@@ -57,6 +74,15 @@ pub async fn add(
 }
 
 /// `POST /api/models/{version}/activate`: makes it the active version.
+#[utoipa::path(
+    post,
+    path = "/models/{version}/activate",
+    operation_id = "activate_model",
+    tag = "models",
+    params(("version" = String, Path, description = "The model version")),
+    responses((status = 200, body = ActivatedModel), (status = 404, description = "no such version", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn activate(
     State(state): State<AppState>,
     _: Admin,

@@ -15,7 +15,8 @@ use crate::search::reader::{self, Start, TextWindow};
 /// Query of `GET /api/documents/{id}/text`: `from` (a chunk index, default 0) starts the
 /// window there; `at` (a hit's chunk index) starts it so that the chunk's page shows from its
 /// start. At most one of them.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::IntoParams, Debug, Deserialize)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TextQuery {
     from: Option<i32>,
@@ -23,7 +24,7 @@ pub struct TextQuery {
 }
 
 /// Answer of `GET /api/documents/{id}/text`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct DocumentText {
     pub document_id: DocumentId,
     pub filename: String,
@@ -36,6 +37,15 @@ pub struct DocumentText {
 
 /// `GET /api/documents/{id}/text?from=|at=`: a window of the extracted text; 404 for a
 /// document that does not exist or that the caller may not read.
+#[utoipa::path(
+    get,
+    path = "/documents/{id}/text",
+    operation_id = "get_document_text",
+    tag = "documents",
+    params(("id" = i64, Path, description = "The document's id"), TextQuery),
+    responses((status = 200, body = DocumentText), (status = 400, description = "both from and at", body = super::error::ErrorAnswer), (status = 404, description = "no such document, or not within the caller's reach", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn text(
     State(state): State<AppState>,
     Caller(access): Caller,

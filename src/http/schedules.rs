@@ -19,13 +19,14 @@ use crate::schedule::{self, NewSchedule, Schedule, ScheduleError, ScheduleUpdate
 pub type ScheduleAnswer = ScheduleView<ReembedPlan>;
 
 /// Answer of `GET /api/schedules`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ScheduleList {
+    #[schema(value_type = Vec<Object>)]
     pub schedules: Vec<ScheduleAnswer>,
 }
 
 /// Answer of `POST /api/schedules/{name}/run-now`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct RunNow {
     pub job_id: JobId,
     /// False when the run's idempotency key named a job already enqueued.
@@ -43,6 +44,14 @@ async fn view(
 }
 
 /// `GET /api/schedules`.
+#[utoipa::path(
+    get,
+    path = "/schedules",
+    operation_id = "list_schedules",
+    tag = "schedules",
+    responses((status = 200, body = ScheduleList)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<ScheduleList>, ApiError> {
     let now = Utc::now();
     let mut views = Vec::new();
@@ -53,6 +62,15 @@ pub async fn list(State(state): State<AppState>, _: Admin) -> Result<Json<Schedu
 }
 
 /// `POST /api/schedules`: 201 with the schedule; 409 when the name is taken.
+#[utoipa::path(
+    post,
+    path = "/schedules",
+    operation_id = "create_schedule",
+    tag = "schedules",
+    request_body(content = serde_json::Value, description = "`{\"name\", \"cron\", \"timezone\"?, \"job_kind\", \"payload\"?, \"enabled\"?}`"),
+    responses((status = 201, description = "The schedule, with its next firing", body = serde_json::Value), (status = 400, description = "a bad expression, zone, name or kind", body = super::error::ErrorAnswer), (status = 409, description = "the name is taken", body = super::error::ErrorAnswer), (status = 422, description = "no handler runs jobs of this kind", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn create(
     State(state): State<AppState>,
     _: Admin,
@@ -68,6 +86,15 @@ pub async fn create(
 }
 
 /// `GET /api/schedules/{name}`.
+#[utoipa::path(
+    get,
+    path = "/schedules/{name}",
+    operation_id = "get_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses((status = 200, description = "The schedule, with its next firing", body = serde_json::Value), (status = 404, description = "no such schedule", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn get(
     State(state): State<AppState>,
     _: Admin,
@@ -78,6 +105,16 @@ pub async fn get(
 }
 
 /// `PATCH /api/schedules/{name}`: fields present are changed (enable/disable is `enabled`).
+#[utoipa::path(
+    patch,
+    path = "/schedules/{name}",
+    operation_id = "update_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    request_body(content = serde_json::Value, description = "The fields to change"),
+    responses((status = 200, description = "The schedule, with its next firing", body = serde_json::Value), (status = 400, description = "a bad field", body = super::error::ErrorAnswer), (status = 404, description = "no such schedule", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn update(
     State(state): State<AppState>,
     _: Admin,
@@ -92,6 +129,15 @@ pub async fn update(
 }
 
 /// `DELETE /api/schedules/{name}`: 204.
+#[utoipa::path(
+    delete,
+    path = "/schedules/{name}",
+    operation_id = "delete_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "no such schedule", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn delete(
     State(state): State<AppState>,
     _: Admin,
@@ -102,6 +148,15 @@ pub async fn delete(
 }
 
 /// `POST /api/schedules/{name}/run-now`: 202 with the enqueued job's id.
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/run-now",
+    operation_id = "run_schedule_now",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses((status = 202, body = RunNow), (status = 404, description = "no such schedule", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn run_now(
     State(state): State<AppState>,
     _: Admin,

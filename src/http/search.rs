@@ -13,7 +13,8 @@ use crate::models::ModelVersion;
 use crate::search::{DEFAULT_K, Mode, SearchRequest, SearchResults};
 
 /// Query of `GET /api/search`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::IntoParams, Debug, Deserialize)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SearchQuery {
     q: Option<String>,
@@ -31,6 +32,15 @@ pub struct SearchQuery {
 }
 
 /// `GET /api/search?q=…&k=…&mode=hybrid|vector|text&document=…&collection=…&model_version=…&group=document`.
+#[utoipa::path(
+    get,
+    path = "/search",
+    operation_id = "search",
+    tag = "search",
+    params(SearchQuery),
+    responses((status = 200, body = SearchResults), (status = 400, description = "an empty or long query, or a bad k, mode or group", body = super::error::ErrorAnswer), (status = 404, description = "an unknown model version", body = super::error::ErrorAnswer), (status = 409, description = "no active model, or the version cannot be searched by vector here", body = super::error::ErrorAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn search(
     State(state): State<AppState>,
     Caller(access): Caller,
@@ -70,7 +80,7 @@ pub async fn search(
 }
 
 /// Answer of `GET /api/info`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct Info {
     /// docket's own version.
     pub version: &'static str,
@@ -78,11 +88,12 @@ pub struct Info {
     pub active_model: Option<ModelVersion>,
     pub embedder: EmbedderInfo,
     /// What uploads may be: the page's drop zone and file picker are built from it.
+    #[schema(value_type = Vec<Object>)]
     pub formats: &'static [crate::extract::formats::Format],
 }
 
 /// What embeds this server's queries (and its worker's documents).
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct EmbedderInfo {
     pub model_version: String,
     pub provider: String,
@@ -97,6 +108,14 @@ pub struct EmbedderInfo {
 /// `GET /api/info`: the active model version, and what embeds this server's queries and
 /// documents (`embedder`), with `warning` set when that is the hashing fallback for a missing
 /// local model.
+#[utoipa::path(
+    get,
+    path = "/info",
+    operation_id = "get_info",
+    tag = "search",
+    responses((status = 200, body = Info)),
+    security(("bearer" = []))
+)]
 pub async fn info(State(state): State<AppState>) -> Result<Json<Info>, ApiError> {
     let own = state.searcher.model();
     Ok(Json(Info {

@@ -36,13 +36,13 @@ pub const MAX_FILES: usize = 100;
 pub const MIN_REQUEST_BYTES: u64 = 32 << 20;
 
 /// Answer of `POST /api/documents`: one result per file, in file order.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct UploadAnswer {
     pub results: Vec<UploadResult>,
 }
 
 /// One file's outcome in an upload (docs/ARCHITECTURE.md §9).
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct UploadResult {
     pub filename: String,
     /// The stored document (the existing one for a duplicate); none when refused.
@@ -72,8 +72,19 @@ struct Received {
     bytes: Option<Vec<u8>>,
 }
 
+/// Body of `POST /api/documents`, as the OpenAPI document describes it: the handler reads the
+/// parts as they stream ([`receive`]), never this struct.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct UploadForm {
+    /// One part per file, each with its file name; at most 100.
+    #[schema(value_type = Vec<String>, format = Binary)]
+    file: Vec<Vec<u8>>,
+}
+
 /// Query of `POST /api/documents`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(utoipa::IntoParams, Debug, serde::Deserialize)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// The collection the files go into; `default` when absent.
@@ -81,6 +92,16 @@ pub struct UploadQuery {
 }
 
 /// `POST /api/documents?collection=NAME`.
+#[utoipa::path(
+    post,
+    path = "/documents",
+    operation_id = "upload_documents",
+    tag = "documents",
+    params(UploadQuery),
+    request_body(content = UploadForm, content_type = "multipart/form-data", description = "One or more `file` parts"),
+    responses((status = 201, description = "At least one file was stored as a new document", body = UploadAnswer), (status = 200, description = "Every stored file was a duplicate of an existing document", body = UploadAnswer), (status = 400, description = "a bad multipart body, no file or too many files (when every file was refused, the first for its name or emptiness, the answer is the results instead)", body = super::error::ErrorAnswer), (status = 403, description = "the collection is outside the caller's writing reach", body = super::error::ErrorAnswer), (status = 413, description = "the request is over its limit (when every file was refused, the first for its size, the answer is the results instead)", body = super::error::ErrorAnswer), (status = 415, description = "Every file was refused, the first for its type: each result says why", body = UploadAnswer)),
+    security(("bearer" = []))
+)]
 pub async fn upload(
     State(state): State<AppState>,
     Caller(access): Caller,

@@ -21,7 +21,7 @@ use crate::webhooks::{self, Event, TargetError, sign};
 const RECENT_DELIVERIES: i64 = 50;
 
 /// Body of `POST /api/webhooks`.
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewWebhook {
     pub url: String,
@@ -32,7 +32,7 @@ pub struct NewWebhook {
 }
 
 /// Answer of `POST /api/webhooks`: the endpoint and, this once, its signing secret.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct CreatedWebhook {
     #[serde(flatten)]
     pub endpoint: Endpoint,
@@ -41,7 +41,7 @@ pub struct CreatedWebhook {
 }
 
 /// Answer of `GET /api/webhooks`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct WebhookList {
     pub webhooks: Vec<Endpoint>,
     /// Every event an endpoint may subscribe to.
@@ -49,20 +49,29 @@ pub struct WebhookList {
 }
 
 /// Answer of `GET /api/webhooks/{id}/deliveries`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct DeliveryList {
     /// Newest first, at most 50.
     pub deliveries: Vec<Delivery>,
 }
 
 /// Answer of `POST /api/webhooks/{id}/deliveries/{delivery}/retry`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct Retried {
     pub id: Uuid,
     pub status: &'static str,
 }
 
 /// `POST /api/webhooks`: 201 with the endpoint and its secret.
+#[utoipa::path(
+    post,
+    path = "/webhooks",
+    operation_id = "create_webhook",
+    tag = "webhooks",
+    request_body = NewWebhook,
+    responses((status = 201, description = "Registered; the secret is shown this once", body = CreatedWebhook), (status = 400, description = "a bad URL or events, or a host that is or resolves to an address webhooks are not sent to (`webhook_target_refused`)", body = super::error::ErrorAnswer), (status = 404, description = "no such collection", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn create(
     _: Admin,
     State(state): State<AppState>,
@@ -136,6 +145,14 @@ fn target_error(err: TargetError) -> ApiError {
 }
 
 /// `GET /api/webhooks`.
+#[utoipa::path(
+    get,
+    path = "/webhooks",
+    operation_id = "list_webhooks",
+    tag = "webhooks",
+    responses((status = 200, body = WebhookList)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn list(_: Admin, State(state): State<AppState>) -> Result<Json<WebhookList>, ApiError> {
     Ok(Json(WebhookList {
         webhooks: store::list(&state.pool).await?,
@@ -144,6 +161,15 @@ pub async fn list(_: Admin, State(state): State<AppState>) -> Result<Json<Webhoo
 }
 
 /// `DELETE /api/webhooks/{id}`: 204; its deliveries go with it.
+#[utoipa::path(
+    delete,
+    path = "/webhooks/{id}",
+    operation_id = "delete_webhook",
+    tag = "webhooks",
+    params(("id" = i64, Path, description = "The webhook's id")),
+    responses((status = 204, description = "Deleted, with its deliveries"), (status = 404, description = "no such webhook", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn delete(
     _: Admin,
     State(state): State<AppState>,
@@ -161,6 +187,15 @@ fn not_found(id: i64) -> ApiError {
 }
 
 /// `GET /api/webhooks/{id}/deliveries`: the most recent, newest first.
+#[utoipa::path(
+    get,
+    path = "/webhooks/{id}/deliveries",
+    operation_id = "list_webhook_deliveries",
+    tag = "webhooks",
+    params(("id" = i64, Path, description = "The webhook's id")),
+    responses((status = 200, body = DeliveryList), (status = 404, description = "no such webhook", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn deliveries(
     _: Admin,
     State(state): State<AppState>,
@@ -175,6 +210,15 @@ pub async fn deliveries(
 
 /// `POST /api/webhooks/{id}/deliveries/{delivery}/retry`: a dead delivery goes again (with the
 /// same `webhook-id`); 409 when it is not dead.
+#[utoipa::path(
+    post,
+    path = "/webhooks/{id}/deliveries/{delivery}/retry",
+    operation_id = "retry_webhook_delivery",
+    tag = "webhooks",
+    params(("id" = i64, Path, description = "The webhook's id"), ("delivery" = Uuid, Path, description = "The delivery's id (its webhook-id header)")),
+    responses((status = 200, body = Retried), (status = 404, description = "no such webhook or delivery", body = super::error::ErrorAnswer), (status = 409, description = "the delivery is not dead", body = super::error::ErrorAnswer)),
+    security(("bearer" = ["admin"]))
+)]
 pub async fn retry(
     _: Admin,
     State(state): State<AppState>,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{End, EndedJob, JobId, JobStatus, Queue, QueueError};
 
 /// A job as people see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct JobRecord {
     pub id: JobId,
     pub kind: String,
@@ -48,7 +48,7 @@ pub struct JobFilter {
 }
 
 /// Counts of one kind, by status.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Default, Serialize)]
 pub struct KindStats {
     pub kind: String,
     pub ready: i64,
@@ -59,7 +59,7 @@ pub struct KindStats {
 }
 
 /// The queue at a glance.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct QueueStats {
     pub kinds: Vec<KindStats>,
     /// Age in seconds of the oldest `ready` job that is due; future `run_at` does not count.

@@ -13,7 +13,7 @@ use sqlx::{PgConnection, PgExecutor};
 use super::{End, EndedJob, JobId, JobStatus};
 
 /// A job as listed under what its payload names, with its error history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct NamedJob {
     pub id: JobId,
     pub kind: String,

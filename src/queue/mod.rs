@@ -69,7 +69,18 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
 /// A job's identity: the `jobs.id` bigint, in JSON as that number.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+    utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    sqlx::Type,
 )]
 #[serde(transparent)]
 #[sqlx(transparent)]
@@ -174,7 +185,9 @@ pub struct Enqueued {
 
 /// A job's state, stored in the `text` column `jobs.status` (its check constraint lists the same
 /// five values) and written in JSON as the same lowercase word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[derive(
+    utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type,
+)]
 #[serde(rename_all = "snake_case")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JobStatus {

@@ -60,7 +60,9 @@ pub const DEFAULT_K: i64 = 10;
 pub const EF_SEARCH: i64 = 100;
 
 /// How to search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[derive(
+    utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Vector and keyword lists, fused.
@@ -109,7 +111,7 @@ pub struct SearchRequest {
 }
 
 /// One result: a chunk, where it sits, and why it matched.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct Hit {
     pub document_id: i64,
     pub filename: String,
@@ -162,7 +164,7 @@ pub struct Signals {
 }
 
 /// What a search found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct SearchResults {
     pub mode: Mode,
     /// The model version whose vectors were searched (the active one for text searches, when
@@ -192,7 +194,7 @@ pub struct SearchResults {
 }
 
 /// Why a version took part in a vector search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VersionRole {
     /// The active version: every document whose set under it is complete, and every document
@@ -205,7 +207,7 @@ pub enum VersionRole {
 }
 
 /// One version's part in a vector search.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct VersionSearched {
     pub model_version: String,
     pub role: VersionRole,
@@ -250,7 +252,7 @@ pub enum SearchError {
 }
 
 /// A document's hits in a grouped search.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct Group {
     pub document_id: i64,
     pub filename: String,

@@ -27,7 +27,7 @@ pub const WINDOW_BYTES: usize = 256 * 1024;
 pub const LEAD_CHUNKS: i32 = 20;
 
 /// One chunk's place in its section's text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChunkSpan {
     pub chunk_index: i32,
     /// Character offsets (Unicode scalar values, not bytes) into the section's `text`, the
@@ -37,7 +37,7 @@ pub struct ChunkSpan {
 }
 
 /// A page, slide, sheet or section of the text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Section {
     /// The page (PDFs, images, text) or the section's ordinal (structured formats).
     pub page: i32,
@@ -55,7 +55,7 @@ pub struct Section {
 }
 
 /// A window of a document's text.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct TextWindow {
     /// The first chunk in the window.
     pub from: i32,

@@ -21,7 +21,7 @@ use crate::analysis::{self, Language};
 const SNIPPET_CHARS: usize = 240;
 
 /// A highlighted part of a snippet: `[start, end)` in characters (Unicode scalar values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Highlight {
     pub start: usize,
     pub end: usize,

@@ -7,13 +7,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::collections::CollectionId;
 
 /// A registered endpoint, as `GET /api/webhooks` shows it (never with its secret).
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct Endpoint {
     pub id: i64,
     pub url: String,
@@ -30,7 +30,7 @@ pub struct Subscriber {
 }
 
 /// One delivery, as `GET /api/webhooks/{id}/deliveries` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Serialize)]
 pub struct Delivery {
     /// The `webhook-id` header, the same on every attempt.
     pub id: Uuid,
@@ -179,8 +179,8 @@ pub async fn attempt_failed(pool: &PgPool, id: Uuid, error: &str) -> Result<(), 
     Ok(())
 }
 
-/// The receiver answered 2xx (on the transaction that completes the job).
-pub async fn delivered(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+/// The receiver answered 2xx; its job completes after this, in a batch of completions.
+pub async fn delivered(executor: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "update webhook_deliveries
          set status = 'delivered', attempts = attempts + 1, last_error = null,
@@ -188,7 +188,7 @@ pub async fn delivered(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Er
          where id = $1",
         id
     )
-    .execute(conn)
+    .execute(executor)
     .await?;
     Ok(())
 }

@@ -26,6 +26,7 @@ mod metrics;
 mod models;
 mod multilingual;
 mod ocr;
+mod openapi;
 mod pipeline;
 mod queue;
 mod reader;

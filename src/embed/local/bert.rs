@@ -213,7 +213,7 @@ impl Encoder {
             );
         }
         let heads = config.num_attention_heads;
-        if heads == 0 || config.hidden_size % heads != 0 {
+        if heads == 0 || !config.hidden_size.is_multiple_of(heads) {
             candle_core::bail!(
                 "hidden_size {} is not a multiple of num_attention_heads {heads}",
                 config.hidden_size

@@ -12,8 +12,8 @@
 //! Speed: the encoder ([`bert`]) packs the texts of a batch end to end, with no padding, so every
 //! linear layer is one large matrix product over all their tokens; attention runs per text over
 //! strided views, and the element-wise steps are fused, threaded, vectorised kernels
-//! ([`docket_kernels`]). The linear layers run in f32 or, by choice, int8 ([`linear`]). Batches are cut into forward passes of at most [`TOKENS_PER_PASS`] tokens, which
-//! bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
+//! ([`docket_kernels`]). The linear layers run in f32 or, by choice, int8 ([`linear`]). Batches are cut into forward passes of at most
+//! [`TOKENS_PER_PASS`] tokens, which bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
 //! tokio's blocking pool, one call at a time per process (a semaphore), inside a dedicated rayon
 //! pool of a bounded number of threads, so the HTTP server and the queue keep their cores.
 //! gemm (candle's matmul) splits its work by `RAYON_NUM_THREADS` (else the core count) and,
@@ -39,10 +39,13 @@ use bert::{BertConfig, Encoder};
 pub use linear::Precision;
 pub use settings::Prompts;
 
-/// Most tokens in one forward pass. Large enough that the products stay efficient (measured:
-/// no gain past it), small enough to bound memory: the widest intermediate is
-/// `TOKENS_PER_PASS × intermediate size` floats (48 MB for all-MiniLM-L6-v2).
-pub const TOKENS_PER_PASS: usize = 8192;
+/// Most tokens in one forward pass. Large enough that the products stay efficient, small
+/// enough that the widest intermediate (`TOKENS_PER_PASS × intermediate size` floats: 12 MB
+/// for multilingual-e5-small) stays under glibc's limit for reusing freed memory (32 MB).
+/// Past it every layer's buffers were fresh mappings the kernel faulted in page by page on
+/// each product: at 16,000 tokens, half of an int8 product's time in isolation
+/// (`cargo run --release -p docket-kernels --example int8-bench`, BENCHMARKS.md "Issue 24").
+pub const TOKENS_PER_PASS: usize = 2048;
 
 /// Where the model is and how much CPU it may use.
 #[derive(Debug, Clone)]

