@@ -15,7 +15,7 @@ use sqlx::types::Json;
 use super::DocumentId;
 
 /// How a document's text was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractionMethod {
     /// The file's own text on every page (a PDF's text layer, markup, a package's XML): no OCR
@@ -34,7 +34,7 @@ pub enum ExtractionMethod {
 
 /// One truthful description of how a document's text was obtained (the document's
 /// `extraction`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtractionNote {
     pub method: ExtractionMethod,
     /// The document's pages (sections, for structured formats).

@@ -125,6 +125,7 @@ pub struct Document {
     /// How its text was obtained, in one description to show as given (text layer, OCR on N
     /// of M pages, OCR pending, OCR off); null before the first extraction, for documents
     /// extracted before it was recorded, and after a pending OCR failed.
+    #[schema(value_type = Option<ExtractionNote>)]
     pub extraction: Option<Json<ExtractionNote>>,
     /// The upload request (`POST /api/documents`) that created it; `upload.settled` names it.
     pub upload_id: Option<UploadId>,

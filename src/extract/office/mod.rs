@@ -130,10 +130,10 @@ pub fn detect(bytes: &[u8], named: Option<&'static str>) -> Result<Package, Extr
             return Ok(package);
         }
     }
-    if let Some(types) = zip.read_text("[Content_Types].xml")? {
-        if let Some(package) = by_content_types(&types) {
-            return Ok(package);
-        }
+    if let Some(types) = zip.read_text("[Content_Types].xml")?
+        && let Some(package) = by_content_types(&types)
+    {
+        return Ok(package);
     }
     if zip.has("Contents/section0.xml") {
         return Ok(Package::Hwpx);

@@ -238,12 +238,13 @@ impl Comparison<'_> {
                 other.map_or("-".to_owned(), |o| format!("{:.0}", o.tokens_per_second())),
                 ratio.map_or("-".to_owned(), |r| format!("{r:.2}")),
             );
-            if cell.batch == 64 && cell.threads == 2 {
-                if let (Some(r), Some(o)) = (ratio, other) {
-                    let t = cell.tokens_per_second() / o.tokens_per_second().max(1e-9);
-                    texts_low = Some(texts_low.map_or(r, |l| l.min(r)));
-                    tokens_low = Some(tokens_low.map_or(t, |l| l.min(t)));
-                }
+            if cell.batch == 64
+                && cell.threads == 2
+                && let (Some(r), Some(o)) = (ratio, other)
+            {
+                let t = cell.tokens_per_second() / o.tokens_per_second().max(1e-9);
+                texts_low = Some(texts_low.map_or(r, |l| l.min(r)));
+                tokens_low = Some(tokens_low.map_or(t, |l| l.min(t)));
             }
         }
         println!();
