@@ -264,11 +264,17 @@ mod tests {
             Fusion::Rrf { k: 60.0 },
             Fusion::MinMax { text: 0.5 },
             Fusion::ZScore { text: 0.5 },
-            DEFAULT_FUSION,
+            SPELLING_FUSION,
         ] {
             let fused = fuse(&vector, &text, fusion, 5);
             assert_eq!(fused[0].document_id, 2, "{fusion:?}: {:?}", order(&fused));
         }
+        // Relevance order is applied after fusion, once every chunk's signals are complete:
+        // here fusion only gathers each chunk of both lists once, with both lists' signals.
+        let union = fuse(&vector, &text, Fusion::Relevance, usize::MAX);
+        let mut chunks = order(&union);
+        chunks.sort_unstable();
+        assert_eq!(chunks, vec![1, 2, 3, 4, 5]);
     }
 
     #[test]
