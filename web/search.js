@@ -175,16 +175,14 @@ async function runSearch(q, mode) {
     const passages = groups.reduce((n, g) => n + g.hits.length, 0);
     const note = body.semantic === false && mode !== "text" ? " (vectors from the hashing fallback: not semantic)" : "";
     const skipped = versions.filter((v) => !v.searched && v.reason).map((v) => ` Not searched by vector: ${v.model_version}: ${v.reason}.`);
-    const found = `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
-    let count;
-    if (body.no_good_match) {
-      count = groups.length === 0
-        ? "No good match"
-        : `No good match: ${passages} passage${passages === 1 ? "" : "s"} that may be related, each less likely than not to answer,`;
-    } else {
-      count = groups.length === 0 ? "No results" : found;
-    }
-    status.textContent = `${count} for “${q}”, ${body.mode}${note}.${skipped.join("")}`;
+    const count = groups.length === 0
+      ? "No results"
+      : `${passages} result${passages === 1 ? "" : "s"} in ${groups.length} document${groups.length === 1 ? "" : "s"}`;
+    // Relevance is a calibrated probability: below 0.5 for every hit, say so plainly.
+    const weak = body.no_good_match && groups.length > 0
+      ? " No good match: each is less likely than not to answer the question."
+      : "";
+    status.textContent = `${count} for “${q}”, ${body.mode}${note}.${weak}${skipped.join("")}`;
     status.classList.toggle("no-good-match", Boolean(body.no_good_match));
   } catch (err) {
     lastSearch = null;

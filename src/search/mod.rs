@@ -175,7 +175,8 @@ pub struct SearchResults {
     pub semantic: bool,
     pub hits: Vec<Hit>,
     /// True when no hit reaches a relevance of 0.5: nothing found is likely to answer the
-    /// question; `hits` then holds at most [`WEAK_HITS`] weak ones.
+    /// question; `hits` (and `groups`) then hold at most [`WEAK_HITS`] weak ones, unless the
+    /// request set `min_relevance=0`.
     pub no_good_match: bool,
     /// The threshold this search applied (`min_relevance`).
     pub min_relevance: f64,
@@ -304,9 +305,12 @@ pub const GOOD_MATCH: f64 = 0.5;
 /// Most hits a search returns when none is a good match: a few weak ones to look at, not a
 /// page of noise.
 pub const WEAK_HITS: usize = 5;
-/// Hits less relevant than this are left out unless a request asks for them
-/// (`min_relevance=0`); `DOCKET_MIN_RELEVANCE` changes it.
-pub const DEFAULT_MIN_RELEVANCE: f64 = 0.02;
+/// Hits less relevant than this are left out of searches that do not set `min_relevance`;
+/// `DOCKET_MIN_RELEVANCE` changes it. 0: every hit the search found, each with its relevance,
+/// since the shortfall signals drive a keyword match far down a list close to 0 although a
+/// person browsing for a word wants to see it (0.02 cost hybrid 0.012 of passage@5,
+/// BENCHMARKS.md "Issue 23").
+pub const DEFAULT_MIN_RELEVANCE: f64 = 0.0;
 
 impl Searcher {
     /// A searcher embedding queries with `embedder`, whose version is `model`.

@@ -71,14 +71,10 @@ fn checked_query(request: &SearchRequest) -> Result<&str, SearchError> {
     Ok(query)
 }
 
-/// The candidates at least `min_relevance` relevant, and whether none is a good match (then
-/// only the first [`WEAK_HITS`] of them are kept, unless every hit was asked for with 0).
+/// The candidates at least `min_relevance` relevant, and whether none is a good match.
 fn judged(mut candidates: Vec<Candidate>, min_relevance: f64) -> (Vec<Candidate>, bool) {
     let no_good_match = !candidates.iter().any(|c| c.relevance >= GOOD_MATCH);
     candidates.retain(|c| c.relevance >= min_relevance);
-    if no_good_match && min_relevance > 0.0 {
-        candidates.truncate(WEAK_HITS);
-    }
     (candidates, no_good_match)
 }
 
@@ -129,8 +125,15 @@ impl Searcher {
             .candidates(request.mode, query, &parsed, depths, &plan.routes)
             .await?;
         let (candidates, no_good_match) = judged(candidates, min_relevance);
+        // Nothing likely to answer: a few weak hits (or documents) to look at, not a page of
+        // noise, unless the request asked for every hit.
+        let k = if no_good_match && request.min_relevance != Some(0.0) {
+            depths.k.min(WEAK_HITS as i64)
+        } else {
+            depths.k
+        };
         let (hits, groups) = self
-            .hits(request.group, &parsed, &candidates, depths.k, &plan.routes)
+            .hits(request.group, &parsed, &candidates, k, &plan.routes)
             .await?;
         let model_version = match plan.versions.first() {
             Some(first) => Some(first.model_version.clone()),
