@@ -276,6 +276,8 @@ pub struct Searcher {
     replicas: Option<std::sync::Arc<Replicas>>,
     /// Hits below this relevance are left out unless a request says otherwise.
     min_relevance: f64,
+    /// Never cut a search to [`WEAK_HITS`] under "no good match" (tests of ranking).
+    every_hit: bool,
     /// How relevance is read from signals for this searcher's embedding model.
     calibration: relevance::Calibration,
 }
@@ -324,8 +326,17 @@ impl Searcher {
             stats: Default::default(),
             replicas: None,
             min_relevance: DEFAULT_MIN_RELEVANCE,
+            every_hit: false,
             calibration,
         }
+    }
+
+    /// The same searcher answering every hit it finds, as if each request asked
+    /// `min_relevance=0` (for tests of ranking and for measuring).
+    pub fn returning_every_hit(mut self) -> Self {
+        self.min_relevance = 0.0;
+        self.every_hit = true;
+        self
     }
 
     /// The same searcher leaving out hits below `min_relevance` by default.

@@ -127,7 +127,7 @@ impl Searcher {
         let (candidates, no_good_match) = judged(candidates, min_relevance);
         // Nothing likely to answer: a few weak hits (or documents) to look at, not a page of
         // noise, unless the request asked for every hit.
-        let k = if no_good_match && request.min_relevance != Some(0.0) {
+        let k = if no_good_match && !self.every_hit && request.min_relevance != Some(0.0) {
             depths.k.min(WEAK_HITS as i64)
         } else {
             depths.k

@@ -88,7 +88,7 @@ impl TestAppBuilder {
         // threshold (tests/api/relevance.rs).
         let searcher = self.searcher.unwrap_or_else(|| {
             Searcher::new(self.pool.clone(), self.embedder.clone(), model.clone())
-                .with_min_relevance(0.0)
+                .returning_every_hit()
         });
         let guard = self.guard.unwrap_or_else(|| Guard {
             gauges: Arc::new(docket::metrics::GaugeCache::new(Duration::ZERO)),
