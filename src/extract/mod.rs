@@ -221,7 +221,7 @@ impl Extracted {
 }
 
 /// `page 3`, `pages 2–22, 25`.
-fn page_ranges(pages: &[u32]) -> String {
+pub fn page_ranges(pages: &[u32]) -> String {
     let mut ranges: Vec<(u32, u32)> = Vec::new();
     for &page in pages {
         match ranges.last_mut() {

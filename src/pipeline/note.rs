@@ -156,7 +156,7 @@ fn reasons(extracted: &Extracted) -> String {
     }
     let parts: Vec<String> = groups
         .iter()
-        .map(|(reason, numbers)| format!("{}: {reason}", ranges(numbers)))
+        .map(|(reason, numbers)| format!("{}: {reason}", crate::extract::page_ranges(numbers)))
         .collect();
     parts.join("; ")
 }
@@ -168,29 +168,6 @@ fn pages(n: usize) -> String {
     } else {
         format!("{n} pages")
     }
-}
-
-/// `page 3`, `pages 2–22, 25`.
-fn ranges(numbers: &[u32]) -> String {
-    let mut spans: Vec<(u32, u32)> = Vec::new();
-    for &number in numbers {
-        match spans.last_mut() {
-            Some((_, end)) if *end + 1 == number => *end = number,
-            _ => spans.push((number, number)),
-        }
-    }
-    let text: Vec<String> = spans
-        .iter()
-        .map(|&(start, end)| {
-            if start == end {
-                start.to_string()
-            } else {
-                format!("{start}–{end}")
-            }
-        })
-        .collect();
-    let word = if numbers.len() == 1 { "page" } else { "pages" };
-    format!("{word} {}", text.join(", "))
 }
 
 #[cfg(test)]
@@ -266,7 +243,7 @@ mod tests {
 
     #[test]
     fn pages_group_by_reason_in_ranges() {
-        assert_eq!(ranges(&[2, 3, 4, 7]), "pages 2–4, 7");
-        assert_eq!(ranges(&[9]), "page 9");
+        assert_eq!(crate::extract::page_ranges(&[2, 3, 4, 7]), "pages 2–4, 7");
+        assert_eq!(crate::extract::page_ranges(&[9]), "page 9");
     }
 }
