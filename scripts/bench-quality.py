@@ -111,6 +111,9 @@ def main():
         by = {"lang": defaultdict(list), "kind": defaultdict(list)}
         for q, pair in zip(questions, pairs):
             by["lang"][q["lang"]].append(pair)
+            # A lang like "ko-en" is a question in one language about a passage in another.
+            pairing = "cross-lingual" if "-" in q["lang"] else "same-language"
+            by["lang"][pairing].append(pair)
             by["kind"][q["kind"]].append(pair)
         summary[mode] = {
             "overall": overall,
@@ -136,11 +139,21 @@ def main():
             a = summary[page]["overall"]["passage@5"]
             b = summary[everything]["overall"]["passage@5"]
             print(f"  {page:<8} {a:.3f} against {b:.3f} (drop {b - a:+.3f})")
-    fusions = [(m, s["overall"]) for m, s in summary.items() if m.startswith("hybrid:")]
+    fusions = [(m, s["overall"]) for m, s in summary.items()
+               if m.startswith("hybrid:") and ":share" not in m]
     if fusions:
         table("hybrid fusion methods (overall)", fusions)
         print("  Korean passage@5: " + ", ".join(
             f"{m} {s['lang'].get('ko', {}).get('passage@5', 0):.3f}" for m, s in summary.items()))
+    shares = [(m, s) for m, s in summary.items() if ":share" in m]
+    if shares:
+        table("centring shares (overall; default share in the rows above)",
+              [(m, s["overall"]) for m, s in shares])
+        for m, s in shares:
+            langs = s["lang"]
+            print(f"  {m}: cross-lingual passage@5 "
+                  f"{langs.get('cross-lingual', {}).get('passage@5', 0):.3f}, same-language "
+                  f"{langs.get('same-language', {}).get('passage@5', 0):.3f}")
     out = {
         "bench": "search-quality",
         "model_version": data["model_version"],
@@ -153,6 +166,10 @@ def main():
             out[mode] = {k: o[k] for k in ("doc@1", "doc@3", "passage@1", "passage@5", "passage@10", "mrr", "no_hits")}
             out[mode]["ko_passage@5"] = summary[mode]["lang"].get("ko", {}).get("passage@5")
             out[mode]["lang_passage@5"] = {k: m["passage@5"] for k, m in summary[mode]["lang"].items()}
+    out["centring_shares"] = {m: {"passage@1": s["overall"]["passage@1"],
+                                  "passage@5": s["overall"]["passage@5"],
+                                  "lang_passage@5": {k: v["passage@5"] for k, v in s["lang"].items()}}
+                              for m, s in shares}
     out["fusions"] = {m[len("hybrid:"):]: {"passage@1": s["passage@1"], "passage@5": s["passage@5"], "mrr": s["mrr"]}
                       for m, s in fusions}
     silent = {}
@@ -163,6 +180,7 @@ def main():
         print(f"\nunanswerable questions, {mode}: {quiet} of {len(answers)} silent "
               f"(no hit with relevance >= 0.5)" + (f"; not: {loud}" if loud else ""))
     out["unanswerable_silent"] = silent
+    out["centring"] = data.get("centring")
     import relevance_fit
     for mode in ("vector:all", "text:all", "hybrid:all"):
         if mode in data["runs"]:

@@ -32,6 +32,7 @@ use crate::documents::DocumentId;
 use crate::embed::{EmbedError, Embedder};
 use crate::models::ModelVersion;
 
+pub mod centring;
 mod hits;
 pub mod index;
 mod plan;
@@ -280,6 +281,9 @@ pub struct Searcher {
     every_hit: bool,
     /// How relevance is read from signals for this searcher's embedding model.
     calibration: relevance::Calibration,
+    /// The share of its script's mean taken off each vector ([`centring`]); 0 searches the
+    /// vectors as stored.
+    centring_share: f32,
 }
 
 /// A candidate before its text is fetched.
@@ -328,7 +332,15 @@ impl Searcher {
             min_relevance: DEFAULT_MIN_RELEVANCE,
             every_hit: false,
             calibration,
+            centring_share: centring::SHARE,
         }
+    }
+
+    /// The same searcher centring vectors by `share` of their script's mean (for measuring
+    /// shares; 0 turns centring off).
+    pub fn with_centring_share(mut self, share: f32) -> Self {
+        self.centring_share = share.clamp(0.0, 1.0);
+        self
     }
 
     /// The same searcher answering every hit it finds, as if each request asked

@@ -14,6 +14,8 @@
 //! same chunks, tokenised by docket's analysis, for the same query terms: the top-10 overlap
 //! says whether our SQL computes BM25 as the textbook does.
 
+mod centring;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -63,6 +65,18 @@ pub struct QualityBench {
     /// (`src/search/relevance.rs`), with how well the fitted probabilities match.
     #[arg(long)]
     pub fit: bool,
+    /// Also average the chunk vectors per script and write them to this file as the centring
+    /// table of `docket::search::centring` (`src/search/centring/fitted.rs`); the searches of
+    /// this run still use the table the binary was built with.
+    #[arg(long)]
+    pub fit_centring: Option<PathBuf>,
+    /// Centring shares to compare in vector and hybrid mode besides the default (0: the
+    /// vectors as stored); each needs the centring table built in.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub centring_shares: Vec<f32>,
+    /// The part of the model id the fitted centring applies to.
+    #[arg(long, default_value = "multilingual-e5-small")]
+    pub centring_key: String,
     /// Keep the hits file the scoring script reads at this path.
     #[arg(long)]
     pub keep: Option<PathBuf>,
@@ -185,6 +199,33 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
     };
     // Chunks are indexed in the extract step; anything left behind is indexed now.
     while search::index::index_pending(&pool, 1000).await? > 0 {}
+    let centring = match &args.fit_centring {
+        Some(path) => {
+            let fitted = centring::fit(
+                &pool,
+                &pipeline.model.model_version,
+                &args.centring_key,
+                path,
+            )
+            .await?;
+            eprintln!(
+                "bench search-quality: centring means written to {}: {fitted:?}",
+                path.display()
+            );
+            json!(
+                fitted
+                    .iter()
+                    .map(|(s, n)| (format!("{s:?}"), n))
+                    .collect::<Vec<_>>()
+            )
+        }
+        None => json!(null),
+    };
+    let centred = search::centring::Centring::for_model(
+        &pipeline.embedder.model_id(),
+        search::centring::SHARE,
+    )
+    .is_some();
 
     let searcher = Searcher::new(
         pool.clone(),
@@ -213,6 +254,16 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
             searcher.clone().with_fusion(fusion),
             Some(0.0),
         ));
+    }
+    for share in &args.centring_shares {
+        for (name, mode) in [("vector", Mode::Vector), ("hybrid", Mode::Hybrid)] {
+            variants.push((
+                format!("{name}:share{share}"),
+                mode,
+                searcher.clone().with_centring_share(*share),
+                Some(0.0),
+            ));
+        }
     }
     let unanswerable = read_unanswerable(&args.no_answer)?;
     let mut silent = serde_json::Map::new();
@@ -279,6 +330,8 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
         "unanswerable": silent,
         "reference": reference,
         "fit": args.fit,
+        "centring": { "searched_centred": centred, "share": search::centring::SHARE,
+                      "fitted_now": centring },
         "query_vectors": query_vectors,
     });
     let scratch = args.keep.clone().unwrap_or_else(|| {
