@@ -180,10 +180,10 @@ impl Uploader {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|source| self.transport(source))?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(source) => return Err(self.failed_send(source).await),
+        };
         let status = response.status();
         let body = response
             .bytes()
@@ -215,6 +215,31 @@ impl Uploader {
             status: status.as_u16(),
             detail: text.chars().take(200).collect(),
         })
+    }
+
+    /// What a request that broke while sending means. A server that refuses the token answers
+    /// 401 before reading the body and closes the connection, so a client still writing a
+    /// large body sees a broken pipe instead of the answer: ask `GET /api/info` (cheap, guarded
+    /// by the same token) whether the token is the reason before calling it a transfer error.
+    async fn failed_send(&self, source: reqwest::Error) -> IngestError {
+        if source.is_connect() {
+            return self.transport(source);
+        }
+        let Ok(info) = self.endpoint.join("info") else {
+            return self.transport(source);
+        };
+        let mut probe = self.http.get(info).timeout(Duration::from_secs(10));
+        if let Some(token) = &self.token {
+            probe = probe.bearer_auth(token.expose());
+        }
+        match probe.send().await {
+            Ok(answer) if answer.status() == StatusCode::UNAUTHORIZED => {
+                IngestError::Unauthorized {
+                    token_sent: self.token.is_some(),
+                }
+            }
+            _ => self.transport(source),
+        }
     }
 
     fn transport(&self, source: reqwest::Error) -> IngestError {

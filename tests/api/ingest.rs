@@ -149,6 +149,40 @@ async fn accepted_files_exit_zero_and_a_missing_token_exits_two(pool: sqlx::PgPo
     );
 }
 
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn a_refused_token_is_named_even_when_the_server_stops_reading_a_large_upload(
+    pool: sqlx::PgPool,
+) {
+    // The server answers 401 before reading the body and closes the connection, so a client
+    // still writing 32 MiB sees a broken pipe, not the answer (CI saw this with a 10 KiB file
+    // on a loaded machine).
+    let api = TestApp::builder(pool.clone())
+        .token("a-token-of-sixteen-chars")
+        .spawn()
+        .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let large = dir.path().join("large.txt");
+    std::fs::write(&large, "plain words of a large text file\n".repeat(1 << 20)).expect("write");
+    for token in [None, Some("the-wrong-token-of-sixteen")] {
+        let refused = ingest(
+            &["--url", &api.base, large.to_str().expect("utf-8 path")],
+            token,
+        )
+        .await;
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        assert!(
+            stderr(&refused).contains("the server refused the API token"),
+            "{token:?}: {}",
+            stderr(&refused)
+        );
+    }
+    let stored: i64 = sqlx::query_scalar("select count(*) from documents")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 0);
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_a_clear_error_with_exit_two() {
     // A port that was just free: nothing listens there once the listener is dropped.
