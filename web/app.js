@@ -249,6 +249,9 @@ function route() {
       heading.focus({ preventScroll: true });
     }
   }
+  // The address names the document: its Read link must lead there before (and whether or not)
+  // its details load, or a quick click reads another document's text, or none.
+  if (current.view === "detail") $("detail-read").href = `#read/${current.id}`;
   if (current.view === "search") showSearch(current.query);
   if (current.view === "read") showReader(current.id, current.query);
   for (const link of NAV) {

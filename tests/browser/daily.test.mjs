@@ -50,6 +50,28 @@ test("1. a scan's OCR text is readable in the document view, its page marked as 
   await page.screenshot({ path: path.join(OUTPUT, "reader-ocr.png"), fullPage: true });
 });
 
+test("1. Read the extracted text leads to the document's text before its details have loaded", async () => {
+  await upload([{ name: "read-early.txt", mimeType: "text/plain", buffer: Buffer.from("Words to read early, before the details arrive.\n") }]);
+  await waitForStatus(page, "read-early.txt", "ready");
+  // Hold the document's details back: the link must not wait for them (a CI run clicked it
+  // before they came, followed "#", and never reached the reader).
+  const details = /\/api\/documents\/\d+$/;
+  const hold = async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    // Once unrouted, Playwright may have let the request through already.
+    await route.continue().catch(() => {});
+  };
+  await page.route(details, hold);
+  try {
+    await page.locator("#doc-list").getByRole("link", { name: "read-early.txt" }).click();
+    await page.getByRole("link", { name: "Read the extracted text" }).click();
+    await page.locator('#read-text section[data-page="1"]').waitFor({ timeout: 2500 });
+    assert.match(await page.locator("#read-text").textContent(), /Words to read early/);
+  } finally {
+    await page.unroute(details, hold);
+  }
+});
+
 test("1. a Markdown hit opens the view scrolled to its passage, marked", async () => {
   await upload([path.join(FIXTURES, "text/pdfjs-README.md")]);
   await waitForStatus(page, "pdfjs-README.md", "ready");
