@@ -55,7 +55,7 @@ use std::collections::{HashMap, HashSet};
 use pgvector::Vector;
 use sqlx::PgPool;
 
-use super::centring::{self, Centring};
+use super::centring::Centring;
 use super::rank::place;
 use super::{
     Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, Signals, VersionRole,
@@ -146,7 +146,7 @@ impl Searcher {
         models::embedder_for(version, &self.embedder)
     }
 
-    /// The centring of `route`'s model, if it has one (see [`centring`]).
+    /// The centring of `route`'s model, if it has one (see [`super::centring`]).
     fn centring(&self, route: &Route) -> Option<Centring> {
         Centring::for_model(&route.embedder.model_id(), self.centring_share)
     }
@@ -352,25 +352,21 @@ impl Searcher {
             let ids: Vec<i64> = wanted.iter().map(|k| k.0).collect();
             let indexes: Vec<i32> = wanted.iter().map(|k| k.1).collect();
             if let Some(centring) = self.centring(route) {
-                let rows: Vec<(i64, i32, Vector, String)> = sqlx::query_as(
-                    "select e.document_id, e.chunk_index, e.embedding, left(c.text, 400)
-                     from unnest($1::bigint[], $2::int[]) as w(document_id, chunk_index)
-                     join embeddings e
-                       on e.document_id = w.document_id
-                      and e.chunk_index = w.chunk_index
-                      and e.model_version = $3
-                     join chunks c
-                       on c.document_id = w.document_id
-                      and c.chunk_index = w.chunk_index",
-                )
-                .bind(&ids)
-                .bind(&indexes)
-                .bind(&route.version.model_version)
-                .fetch_all(&self.pool)
-                .await?;
+                let sql = stored_vectors_sql(
+                    "unnest($1::bigint[], $2::int[]) as n(document_id, chunk_index)",
+                    "$3",
+                );
+                let rows: Vec<StoredVector> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(&ids)
+                    .bind(&indexes)
+                    .bind(&route.version.model_version)
+                    .fetch_all(&self.pool)
+                    .await?;
                 found.extend(rows.into_iter().map(|(d, c, embedding, start)| {
-                    let chunk = centring.centre(embedding.as_slice(), &start);
-                    ((d, c), centring::cosine(query.as_slice(), &chunk))
+                    (
+                        (d, c),
+                        centring.similarity(query.as_slice(), embedding.as_slice(), &start),
+                    )
                 }));
                 continue;
             }
@@ -460,7 +456,7 @@ impl Searcher {
         // rescored by the centred cosine.
         let (sql, fetch) = match centring {
             Some(_) => (
-                rescored_sql(&sql),
+                stored_vectors_sql(&format!("({sql}) as n"), "$5"),
                 limit.saturating_mul(RESCORED_DEPTH).max(RESCORED_MIN),
             ),
             None => (sql, limit),
@@ -491,19 +487,18 @@ impl Searcher {
                     .collect()
             }
             Some(centring) => {
-                let rows: Vec<(i64, i32, Vector, String)> =
-                    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                        .bind(query)
-                        .bind(fetch)
-                        .bind(documents)
-                        .bind(collections)
-                        .bind(&version.model_version)
-                        .fetch_all(&mut *tx)
-                        .await?;
+                let rows: Vec<StoredVector> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(query)
+                    .bind(fetch)
+                    .bind(documents)
+                    .bind(collections)
+                    .bind(&version.model_version)
+                    .fetch_all(&mut *tx)
+                    .await?;
                 rows.into_iter()
                     .map(|(document, chunk, embedding, start)| {
-                        let centred = centring.centre(embedding.as_slice(), &start);
-                        let cosine = centring::cosine(query.as_slice(), &centred);
+                        let cosine =
+                            centring.similarity(query.as_slice(), embedding.as_slice(), &start);
                         (document, chunk, cosine)
                     })
                     .collect()
@@ -580,16 +575,20 @@ pub fn vector_sql(dims: i32, model_version: &str, scope: Scope, in_collections: 
     )
 }
 
-/// `inner` (a [`vector_sql`] query) with each neighbour's stored vector and the start of its
-/// text, for rescoring by the centred cosine ([`centring`]).
-fn rescored_sql(inner: &str) -> String {
+/// A chunk's key, its stored vector and the start of its text: what the centred cosine needs.
+type StoredVector = (i64, i32, Vector, String);
+
+/// The [`StoredVector`] of each chunk `source` names (a `from` item with `document_id` and
+/// `chunk_index`, aliased `n`: the nearest-neighbour query, or the chunks a hybrid search asks
+/// about) under the model version bound as `version` (a parameter such as `$3`).
+fn stored_vectors_sql(source: &str, version: &str) -> String {
     format!(
         "select n.document_id, n.chunk_index, e.embedding, left(c.text, 400)
-         from ({inner}) as n
+         from {source}
          join embeddings e
            on e.document_id = n.document_id
           and e.chunk_index = n.chunk_index
-          and e.model_version = $5
+          and e.model_version = {version}
          join chunks c
            on c.document_id = n.document_id
           and c.chunk_index = n.chunk_index"

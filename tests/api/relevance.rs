@@ -83,8 +83,8 @@ async fn a_question_in_one_language_finds_the_passage_in_another(pool: PgPool) {
             "kotex-euc",
         ),
     ];
-    // Hybrid, and vector alone: the vectors themselves must not rank any same-language
-    // chunk above the answer (centring by script, `docket::search::centring`).
+    // Hybrid, and vector alone, in the top 5 (these two pass uncentred as well; the cases
+    // below are the ones centring by script decides).
     for mode in ["hybrid", "vector"] {
         for (question, filename, evidence) in cases {
             let body = search(&api, question, &format!("&k=5&mode={mode}")).await;
