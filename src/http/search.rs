@@ -2,6 +2,7 @@
 //! (so the page can say whether search understands meaning or only spellings).
 
 use axum::extract::State;
+use axum::http::HeaderName;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
@@ -10,7 +11,10 @@ use super::error::{ApiError, Code};
 use super::input::{Json, Query};
 use crate::documents::DocumentId;
 use crate::models::ModelVersion;
-use crate::search::{DEFAULT_K, Mode, SearchRequest, SearchResults};
+use crate::search::{DEFAULT_K, Mode, SearchRequest, SearchResults, server_timing};
+
+/// The standard header naming where a response's time went.
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 
 /// Query of `GET /api/search`.
 #[derive(utoipa::IntoParams, Debug, Deserialize)]
@@ -38,14 +42,14 @@ pub struct SearchQuery {
     operation_id = "search",
     tag = "search",
     params(SearchQuery),
-    responses((status = 200, body = SearchResults), (status = 400, description = "an empty or long query, or a bad k, mode or group", body = super::error::ErrorAnswer), (status = 404, description = "an unknown model version", body = super::error::ErrorAnswer), (status = 409, description = "no active model, or the version cannot be searched by vector here", body = super::error::ErrorAnswer)),
+    responses((status = 200, body = SearchResults, headers(("server-timing" = String, description = "where the search's time went: `plan`, `embed`, `nearest`, `keywords`, `complete` and `hits` in ms (a hybrid search's lists overlap)"))), (status = 400, description = "an empty or long query, or a bad k, mode or group", body = super::error::ErrorAnswer), (status = 404, description = "an unknown model version", body = super::error::ErrorAnswer), (status = 409, description = "no active model, or the version cannot be searched by vector here", body = super::error::ErrorAnswer)),
     security(("bearer" = []))
 )]
 pub async fn search(
     State(state): State<AppState>,
     Caller(access): Caller,
     Query(query): Query<SearchQuery>,
-) -> Result<Json<SearchResults>, ApiError> {
+) -> Result<([(HeaderName, String); 1], Json<SearchResults>), ApiError> {
     let mode = match query.mode.as_deref() {
         None | Some("") => Mode::default(),
         Some(mode) => Mode::parse(mode).ok_or_else(|| {
@@ -76,7 +80,9 @@ pub async fn search(
         group,
         min_relevance: query.min_relevance,
     };
-    Ok(Json(state.searcher.search(&request).await?))
+    let results = state.searcher.search(&request).await?;
+    let timing = [(SERVER_TIMING, server_timing(&results.stages))];
+    Ok((timing, Json(results)))
 }
 
 /// Answer of `GET /api/info`.

@@ -42,11 +42,13 @@ pub mod relevance;
 pub mod replicas;
 mod snippet;
 mod text;
+mod timings;
 mod vector;
 
 pub use rank::{DEFAULT_FUSION, Fusion, SPELLING_FUSION};
 pub use replicas::{Fallback, ReplicaStatus, Replicas};
 pub use snippet::Highlight;
+pub use timings::{Stage, server_timing};
 pub use vector::{Scope, vector_sql};
 
 /// Longest query accepted, in characters.
@@ -193,6 +195,9 @@ pub struct SearchResults {
     /// True when some documents could not be searched by vector because this process cannot
     /// embed queries for the version they are read under (see `versions`).
     pub partial: bool,
+    /// Where the time went (sent as the `Server-Timing` header, not in the body).
+    #[serde(skip)]
+    pub stages: Vec<Stage>,
 }
 
 /// Why a version took part in a vector search.

@@ -7,6 +7,7 @@
 //! [`super::text`] and [`super::hits`] own the SQL.
 
 use super::hits::{self, Fetched};
+use super::timings::Timings;
 use super::vector::{self, Route};
 use super::{
     Candidate, Fusion, GOOD_MATCH, GROUP_DEPTH, GROUP_HITS, Group, HYBRID_DEPTH, Hit, MAX_K,
@@ -116,13 +117,14 @@ impl Searcher {
         }
         let parsed = query::parse(query);
         let depths = Depths::of(request);
+        let timings = Timings::default();
         let plan = if request.mode.uses_vectors() {
-            self.plan(request).await?
+            timings.time("plan", self.plan(request)).await?
         } else {
             vector::Plan::default()
         };
         let candidates = self
-            .candidates(request.mode, query, &parsed, depths, &plan.routes)
+            .candidates(request.mode, query, &parsed, depths, &plan.routes, &timings)
             .await?;
         let (candidates, no_good_match) = judged(candidates, min_relevance);
         // Nothing likely to answer: a few weak hits (or documents) to look at, not a page of
@@ -132,8 +134,11 @@ impl Searcher {
         } else {
             depths.k
         };
-        let (hits, groups) = self
-            .hits(request.group, &parsed, &candidates, k, &plan.routes)
+        let (hits, groups) = timings
+            .time(
+                "hits",
+                self.hits(request.group, &parsed, &candidates, k, &plan.routes),
+            )
             .await?;
         let model_version = match plan.versions.first() {
             Some(first) => Some(first.model_version.clone()),
@@ -151,6 +156,7 @@ impl Searcher {
             groups,
             versions: plan.versions,
             partial: plan.partial,
+            stages: timings.into_stages(),
         })
     }
 
@@ -162,20 +168,25 @@ impl Searcher {
         parsed: &Query,
         depths: Depths<'_>,
         routes: &[Route],
+        timings: &Timings,
     ) -> Result<Vec<Candidate>, SearchError> {
         let mut candidates = match mode {
             Mode::Vector => {
-                self.vectors(query, routes, depths.collections, depths.depth)
+                self.vectors(query, routes, depths.collections, depths.depth, timings)
                     .await?
                     .0
             }
-            Mode::Text => self.keywords(parsed, depths, depths.depth).await?,
+            Mode::Text => {
+                timings
+                    .time("keywords", self.keywords(parsed, depths, depths.depth))
+                    .await?
+            }
             Mode::Hybrid => {
                 let list = depths.hybrid_list();
                 // The lists are independent: ask for both at once, on separate connections.
                 let (vectors, text) = tokio::join!(
-                    self.vectors(query, routes, depths.collections, list),
-                    self.keywords(parsed, depths, list)
+                    self.vectors(query, routes, depths.collections, list, timings),
+                    timings.time("keywords", self.keywords(parsed, depths, list))
                 );
                 let ((vectors, embedded), text) = (vectors?, text?);
                 let mut fused = rank::fuse(&vectors, &text, self.fusion, usize::MAX);
@@ -188,7 +199,11 @@ impl Searcher {
                     let passing = text::passing(&self.pool, parsed, &keys).await?;
                     fused.retain(|c| passing.contains(&(c.document_id, c.chunk_index)));
                 }
-                self.complete(&mut fused, query, parsed, &embedded, routes)
+                timings
+                    .time(
+                        "complete",
+                        self.complete(&mut fused, query, parsed, &embedded, routes),
+                    )
                     .await?;
                 fused
             }

@@ -7,13 +7,19 @@
 //!
 //! Reading every posting of every query word would cost as much as the commonest word is
 //! common: a ten-word question over 100,000 chunks read hundreds of thousands of rows. So one
-//! statement ranks in two passes. The first reads, per query term, at most
-//! [`POSTINGS_PER_TERM`] postings in the order of their precomputed impact (the term-frequency
-//! factor at a typical length, `chunk_terms.impact`), and keeps the best candidates by idf ×
-//! impact. The second scores those candidates exactly from their own postings (one index probe
-//! per chunk). Terms held by fewer chunks than the cap are read whole, so on collections where
-//! no query term is that common the ranking is exact BM25; `docket bench search-quality`
-//! compares it with a reference implementation.
+//! statement ranks in two passes.
+//! - The first reads each query term's postings in the order of their precomputed impact (the
+//!   term-frequency factor at a typical length, `chunk_terms.impact`) and keeps the best
+//!   candidates by idf × impact. It reads [`POSTINGS_PER_QUERY`] postings in all, shared out by
+//!   [`reads`]: the rarest terms whole, the commoner ones by idf, none more than
+//!   [`POSTINGS_PER_TERM`]. So a question of twenty terms reads no more than a phrase of four.
+//! - The second scores those candidates exactly from their own postings: one probe of the
+//!   primary key per chunk. `offset 0` keeps the planner from joining the other way round (every
+//!   posting of every query term, hashed): a Korean question of twenty bigrams cost 100 ms that
+//!   way at 100,000 chunks, and a one-word query 280 ms.
+//!
+//! Where no query term is held by more chunks than its share, the ranking is exact BM25;
+//! `docket bench search-quality` compares it with a reference implementation.
 //!
 //! Document frequencies come from `term_stats`, which triggers keep exact. The collection's
 //! size and average chunk length change slowly and cost a scan of `chunks` to count, so each
@@ -48,10 +54,15 @@ pub const STATS_TTL: Duration = Duration::from_secs(30);
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
-/// How many of each query term's postings are read, best impact first. Every posting of a term
-/// held by fewer chunks is read; a term held by more contributes its best ones (its weight is
-/// small anyway: it is common).
+/// The most of one query term's postings the first pass reads, best impact first. Every posting
+/// of a term held by fewer chunks is read; a term held by more contributes its best ones (its
+/// weight is small anyway: it is common).
 const POSTINGS_PER_TERM: i64 = 1000;
+/// The postings the first pass reads for the whole query, shared out by [`reads`]: a two-word
+/// phrase reads each word's best [`POSTINGS_PER_TERM`], a ten-word question not ten times that.
+const POSTINGS_PER_QUERY: i64 = 4000;
+/// The fewest postings of a term the first pass reads (all of them, when it has fewer).
+const POSTINGS_PER_TERM_MIN: i64 = 100;
 /// How many candidates of the first pass are scored exactly, at least.
 const CANDIDATES: i64 = 100;
 
@@ -101,6 +112,8 @@ struct Weighted {
     terms: Vec<String>,
     words: Vec<i32>,
     idfs: Vec<f64>,
+    /// How many of each term's postings the first pass reads (see [`reads`]).
+    reads: Vec<i64>,
     /// The most any chunk could score for the query: each word at its rarest form with a
     /// saturated term frequency (`idf · (k1 + 1)`), a word no chunk holds at the idf of a term
     /// held by none. A score divided by it says how much of the query's information a chunk
@@ -217,6 +230,12 @@ async fn weigh(
             weighted.idfs.push(weight);
         }
     }
+    let held: Vec<i64> = weighted
+        .terms
+        .iter()
+        .map(|term| frequencies.get(term).map_or(0, |&df| i64::from(df)))
+        .collect();
+    weighted.reads = reads(&held, &weighted.idfs, POSTINGS_PER_QUERY);
     let unseen = idf(stats.chunks, 0.0);
     weighted.ceiling = best.values().map(|w| w.unwrap_or(unseen)).sum::<f64>() * (K1 + 1.0);
     Ok(weighted)
@@ -238,8 +257,8 @@ async fn score(
     let phrases: Vec<String> = query.phrases.iter().map(|p| phrase_regex(p)).collect();
     let candidates = (limit * 4).max(CANDIDATES);
     let rows = sqlx::query!(
-        r#"with q (term, word, idf) as (
-             select * from unnest($1::text[], $2::int[], $3::float8[])
+        r#"with q (term, word, idf, reads) as (
+             select * from unnest($1::text[], $2::int[], $3::float8[], $4::bigint[])
          ),
          first as (
              select p.document_id, p.chunk_index, q.word, max(q.idf * p.impact) as part
@@ -254,7 +273,7 @@ async fn score(
                            where d.id = t.document_id and d.collection_id = any($14)))
                    and ($15::bigint[] is null or t.document_id = any($15))
                  order by t.impact desc
-                 limit $4
+                 limit q.reads
              ) p
              group by p.document_id, p.chunk_index, q.word
          ),
@@ -270,10 +289,14 @@ async fn score(
                     max(q.idf * t.tf * ($8::float8 + 1)
                         / (t.tf + $8::float8 * (1 - $9::float8 + $9::float8 * t.length / $7::float8))) as part
              from candidates c
-             join chunk_terms t
-               on t.document_id = c.document_id
-              and t.chunk_index = c.chunk_index
-              and t.term = any($1::text[])
+             cross join lateral (
+                 select t.term, t.tf, t.length
+                 from chunk_terms t
+                 where t.document_id = c.document_id
+                   and t.chunk_index = c.chunk_index
+                   and t.term = any($1::text[])
+                 offset 0
+             ) t
              join q on q.term = t.term
              group by c.document_id, c.chunk_index, q.word
          ),
@@ -302,7 +325,7 @@ async fn score(
         &weighted.terms[..],
         &weighted.words[..],
         &weighted.idfs[..],
-        POSTINGS_PER_TERM,
+        &weighted.reads[..],
         candidates,
         within.document,
         stats.average_length,
@@ -395,10 +418,14 @@ pub(super) async fn shares(
                     max(q.idf * t.tf * ($5::float8 + 1)
                         / (t.tf + $5::float8 * (1 - $6::float8 + $6::float8 * t.length / $4::float8))) as part
              from unnest($7::bigint[], $8::int[]) as w(document_id, chunk_index)
-             join chunk_terms t
-               on t.document_id = w.document_id
-              and t.chunk_index = w.chunk_index
-              and t.term = any($1::text[])
+             cross join lateral (
+                 select t.term, t.tf, t.length
+                 from chunk_terms t
+                 where t.document_id = w.document_id
+                   and t.chunk_index = w.chunk_index
+                   and t.term = any($1::text[])
+                 offset 0
+             ) t
              join q on q.term = t.term
              group by w.document_id, w.chunk_index, q.word
          )
@@ -424,6 +451,32 @@ pub(super) async fn shares(
         );
     }
     Ok(shares)
+}
+
+/// How many postings of each term the first pass reads, out of `budget` for the query, given
+/// how many chunks hold each term (`held`) and its idf. The rarest terms are served first and
+/// take all their postings (they decide the ranking, and cost little); what is left is shared
+/// by the commoner ones in proportion to their idf, between [`POSTINGS_PER_TERM_MIN`] and
+/// [`POSTINGS_PER_TERM`] each. A common word's best postings beyond its share could only add a
+/// small weight to chunks the rarer words did not find; the exact pass still scores every
+/// candidate on every term.
+fn reads(held: &[i64], idfs: &[f64], budget: i64) -> Vec<i64> {
+    let mut order: Vec<usize> = (0..held.len()).collect();
+    order.sort_by_key(|&i| held[i]);
+    let mut reads = vec![0; held.len()];
+    let mut left = budget;
+    let mut weight_left: f64 = idfs.iter().sum();
+    for i in order {
+        let share = if weight_left > 0.0 {
+            (left.max(0) as f64 * idfs[i] / weight_left).round() as i64
+        } else {
+            0
+        };
+        reads[i] = held[i].min(share.clamp(POSTINGS_PER_TERM_MIN, POSTINGS_PER_TERM));
+        left -= reads[i];
+        weight_left -= idfs[i];
+    }
+    reads
 }
 
 /// BM25's inverse document frequency (the Lucene form, never negative).
@@ -455,6 +508,26 @@ fn phrase_regex(words: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rare_terms_are_read_whole_and_common_ones_share_the_rest_by_idf() {
+        // A two-word phrase of common words reads each one's best 1,000, as before.
+        assert_eq!(reads(&[40_000, 30_000], &[0.9, 1.1], 4000), [1000, 1000]);
+        // A question: the rare terms whole, the common ones what is left, by idf.
+        let held = [12, 300, 40_000, 40_000, 20_000, 35_000];
+        let idfs = [8.0, 5.0, 0.9, 0.9, 1.6, 1.0];
+        let reads = reads(&held, &idfs, 4000);
+        assert_eq!(&reads[..2], [12, 300]);
+        assert!(
+            reads[4] > reads[2],
+            "the rarer common word reads more: {reads:?}"
+        );
+        assert!(reads.iter().sum::<i64>() <= 4000, "{reads:?}");
+        assert!(reads[2..].iter().all(|&r| r >= POSTINGS_PER_TERM_MIN));
+        // Many common terms: each still reads its floor.
+        let many = super::reads(&[50_000; 40], &[0.5; 40], 4000);
+        assert!(many.iter().all(|&r| r == POSTINGS_PER_TERM_MIN), "{many:?}");
+    }
 
     #[test]
     fn a_phrase_regex_allows_any_separator_between_its_words() {

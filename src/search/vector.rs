@@ -57,6 +57,7 @@ use sqlx::PgPool;
 
 use super::centring::Centring;
 use super::rank::place;
+use super::timings::Timings;
 use super::{
     Candidate, EF_SEARCH, SearchError, SearchRequest, Searcher, Signals, VersionRole,
     VersionSearched,
@@ -303,7 +304,20 @@ impl Searcher {
         routes: &[Route],
         collections: Option<&[i64]>,
         limit: i64,
+        timings: &Timings,
     ) -> Result<(Vec<Candidate>, Embedded), SearchError> {
+        let embedded = timings.time("embed", self.embedded(query, routes)).await?;
+        let nearest = timings
+            .time(
+                "nearest",
+                self.nearest_all(&embedded, routes, collections, limit),
+            )
+            .await?;
+        Ok((nearest, embedded))
+    }
+
+    /// The query embedded for every route, centred where the model has a centring.
+    async fn embedded(&self, query: &str, routes: &[Route]) -> Result<Embedded, SearchError> {
         // Versions that differ only in chunking embed a query alike: embed it once for them.
         let mut embedded = Embedded::default();
         for route in routes {
@@ -322,10 +336,7 @@ impl Searcher {
                 slot.insert(Vector::from(vector));
             }
         }
-        let nearest = self
-            .nearest_all(&embedded, routes, collections, limit)
-            .await?;
-        Ok((nearest, embedded))
+        Ok(embedded)
     }
 
     /// The cosine similarity of the query to each of `chunks` under the version that reads

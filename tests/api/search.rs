@@ -163,6 +163,61 @@ async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
     }
 }
 
+/// The stages a search's `Server-Timing` header names, in order, each with a duration.
+fn stages(header: &str) -> Vec<String> {
+    header
+        .split(", ")
+        .map(|entry| {
+            let (name, duration) = entry.split_once(";dur=").expect("name;dur=ms");
+            let ms: f64 = duration.parse().expect("a duration in ms");
+            assert!(ms >= 0.0, "{entry}");
+            name.to_owned()
+        })
+        .collect()
+}
+
+#[sqlx::test(migrator = "docket::db::MIGRATOR")]
+async fn every_search_says_where_its_time_went_in_server_timing(pool: PgPool) {
+    let api = TestApp::builder(pool.clone())
+        .chunking(SMALL_CHUNKS)
+        .spawn()
+        .await;
+    readme_and_japanese(&api).await;
+    for (mode, expected) in [
+        ("text", &["keywords", "hits"][..]),
+        ("vector", &["plan", "embed", "nearest", "hits"]),
+        (
+            "hybrid",
+            &["plan", "embed", "nearest", "keywords", "complete", "hits"],
+        ),
+    ] {
+        let response = api
+            .client
+            .get(api.url(&format!("/api/search?q=local+web+server&mode={mode}")))
+            .send()
+            .await
+            .expect("search");
+        assert_eq!(response.status(), StatusCode::OK, "{mode}");
+        let header = response
+            .headers()
+            .get("server-timing")
+            .unwrap_or_else(|| panic!("{mode}: no Server-Timing header"))
+            .to_str()
+            .expect("ASCII")
+            .to_owned();
+        let mut named = stages(&header);
+        named.sort();
+        let mut expected = expected.to_vec();
+        expected.sort();
+        assert_eq!(named, expected, "{mode}: {header}");
+        let body: Value = response.json().await.expect("JSON");
+        assert!(
+            body.get("stages").is_none(),
+            "the stages are not in the body"
+        );
+    }
+}
+
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn hybrid_search_honours_phrases_and_excluded_words_in_both_lists(pool: PgPool) {
     let api = TestApp::builder(pool.clone())

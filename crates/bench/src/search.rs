@@ -53,6 +53,10 @@ pub struct SearchBench {
     /// Keep the scratch database afterwards.
     #[arg(long)]
     pub keep: bool,
+    /// Search the scratch database a run with `--keep` left, if it holds `--chunks` chunks,
+    /// instead of loading it again (a million chunks take the best part of an hour to load).
+    #[arg(long)]
+    pub reuse: bool,
     /// Embed queries with the local model (from DOCKET_MODEL_DIR or the default directory)
     /// instead of the hashing embedder, so latency includes a real query embedding. The stored
     /// vectors stay hashing vectors filed under the local version (the index cost is the same
@@ -76,20 +80,28 @@ pub async fn run(args: SearchBench) -> anyhow::Result<()> {
         .connect_with(server.clone().database("postgres"))
         .await
         .context("connecting to the server's postgres database")?;
-    // The name is a constant identifier: no quoting concerns.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop database if exists {DATABASE} with (force)"
-    )))
-    .execute(&admin)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("create database {DATABASE}")))
+    let exists: bool =
+        sqlx::query_scalar("select exists (select 1 from pg_database where datname = $1)")
+            .bind(DATABASE)
+            .fetch_one(&admin)
+            .await?;
+    if !(args.reuse && exists) {
+        // The name is a constant identifier: no quoting concerns.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "drop database if exists {DATABASE} with (force)"
+        )))
         .execute(&admin)
         .await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("create database {DATABASE}")))
+            .execute(&admin)
+            .await?;
+    }
     let options = server
         .clone()
         .database(DATABASE)
-        // The graph of 100,000 vectors must fit in memory or the build slows down badly.
-        .options([("maintenance_work_mem", "1GB")]);
+        // The HNSW graph must fit in memory or the build slows down badly: 100,000 vectors
+        // take about 200 MB, a million about 2 GB. It is a ceiling, not an allocation.
+        .options([("maintenance_work_mem", "4GB")]);
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(options)
@@ -112,27 +124,28 @@ pub async fn run(args: SearchBench) -> anyhow::Result<()> {
 async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> {
     let embedder = query_embedder(args)?;
     let model = ModelVersion::of(&embedder, &ChunkConfig::default());
-    prepare_bulk_load(pool, &model).await?;
-
     let corpus = corpus()?;
     let words = Words::of(&corpus)?;
-    eprintln!(
-        "bench search: {} base chunks from fixtures/, loading {} chunks",
-        corpus.len(),
-        args.chunks
-    );
-    let mut rng = StdRng::seed_from_u64(5);
-    let hash = HashEmbedder::new(DIMS);
-    let load_s = load(pool, &model, &hash, &words, args.chunks, &mut rng).await?;
-    eprintln!("bench search: loaded in {load_s:.1} s; building the HNSW index");
-    let build_started = Instant::now();
-    models::register(pool, &model).await?;
-    let build_s = build_started.elapsed().as_secs_f64();
-    let small = filtered_collection(pool).await?;
-    // A steady-state table: visibility map set, so the keyword scans are index-only.
-    sqlx::query("vacuum analyze").execute(pool).await?;
-    eprintln!("bench search: index built in {build_s:.1} s");
+    let stored: i64 = sqlx::query_scalar("select count(*) from chunks")
+        .fetch_one(pool)
+        .await?;
+    let (load_s, build_s, small) = if args.reuse && stored == args.chunks as i64 {
+        eprintln!("bench search: reusing the {stored} chunks of {DATABASE}");
+        let small = docket::collections::find(pool, SMALL)
+            .await?
+            .context("the kept database has no 1% collection: load it again")?;
+        (f64::NAN, f64::NAN, small.0)
+    } else {
+        anyhow::ensure!(
+            stored == 0,
+            "{DATABASE} holds {stored} chunks, not {}: run without --reuse",
+            args.chunks
+        );
+        load_all(pool, &model, &corpus, &words, args.chunks).await?
+    };
 
+    // The queries have their own seed, so a reused database is searched with the same ones.
+    let mut rng = StdRng::seed_from_u64(6);
     let queries = phrases(
         &corpus,
         &words,
@@ -141,33 +154,112 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
     );
     let questions = questions(&corpus, args.queries + 20, &mut rng);
     let searcher = Arc::new(Searcher::new(pool.clone(), embedder.clone(), model.clone()));
-    let table = time_modes(pool, searcher, &queries, &questions, args.queries).await?;
+    let (table, breakdown) = time_modes(pool, searcher, &queries, &questions, args.queries).await?;
     // With the default model's queries, vector search is centred by script (a deeper candidate
     // list, rescored): the same queries without it say what that costs.
     let uncentred = if args.semantic {
         let plain =
             Searcher::new(pool.clone(), embedder.clone(), model.clone()).with_centring_share(0.0);
-        time_modes(pool, Arc::new(plain), &queries, &questions, args.queries).await?
+        time_modes(pool, Arc::new(plain), &queries, &questions, args.queries)
+            .await?
+            .0
     } else {
         Vec::new()
     };
 
     // Recall is measured for two kinds of query: the short phrases timed above, and passages
     // drawn like the stored chunks but not stored (the held-out queries ANN benchmarks use).
+    let hash = HashEmbedder::new(DIMS);
     let phrases = &queries[20..20 + args.recall_queries];
     let passages: Vec<String> = (0..args.recall_queries)
         .map(|_| words.window(&mut rng, 40..120))
         .collect();
-    let mut recalls = Recalls::default();
-    for ef_search in [40, search::EF_SEARCH, 200, 400] {
-        let phrase = recall(pool, &model, &hash, phrases, ef_search).await?;
-        let passage = recall(pool, &model, &hash, &passages, ef_search).await?;
-        recalls.phrases.push((ef_search, phrase));
-        recalls.passages.push((ef_search, passage));
-    }
-    recalls.filtered = recall_in(pool, &model, &hash, &passages, small).await?;
-    report(args, &model, &table, &uncentred, &recalls, load_s, build_s);
+    let recalls = Recalls {
+        phrases: recall(pool, &model, &hash, phrases).await?,
+        passages: recall(pool, &model, &hash, &passages).await?,
+        filtered: recall_in(pool, &model, &hash, &passages, small).await?,
+    };
+    let sizes = Sizes::of(pool, &model).await?;
+    report(
+        args,
+        &model,
+        (&table, &breakdown),
+        &uncentred,
+        &recalls,
+        &sizes,
+        (load_s, build_s),
+    );
     Ok(())
+}
+
+/// What the stored corpus takes on disk, in MB: the chunks table (with its TOAST and indexes),
+/// the keyword postings and their document frequencies (with their indexes), and the version's
+/// HNSW index.
+struct Sizes {
+    chunks: f64,
+    keyword: f64,
+    hnsw: f64,
+}
+
+impl Sizes {
+    async fn of(pool: &sqlx::PgPool, model: &ModelVersion) -> anyhow::Result<Self> {
+        let (chunks, keyword, hnsw): (i64, i64, i64) = sqlx::query_as(
+            "select pg_total_relation_size('chunks'),
+                    pg_total_relation_size('chunk_terms') + pg_total_relation_size('term_stats'),
+                    pg_relation_size($1::regclass)",
+        )
+        .bind(model.index_name())
+        .fetch_one(pool)
+        .await?;
+        let mb = |bytes: i64| bytes as f64 / 1e6;
+        Ok(Self {
+            chunks: mb(chunks),
+            keyword: mb(keyword),
+            hnsw: mb(hnsw),
+        })
+    }
+}
+
+/// Loads `chunks` chunks as one loads a corpus: the version's HNSW index and the keyword
+/// postings' ranking index are built after the rows are in, not kept up row by row. Answers the
+/// seconds loading and building took, and the 1% collection.
+async fn load_all(
+    pool: &sqlx::PgPool,
+    model: &ModelVersion,
+    corpus: &[String],
+    words: &Words<'_>,
+    chunks: usize,
+) -> anyhow::Result<(f64, f64, i64)> {
+    prepare_bulk_load(pool, model).await?;
+    // The index's own definition, read back, so the bench builds exactly what the migration
+    // declares.
+    let ranking_index: String =
+        sqlx::query_scalar("select pg_get_indexdef('chunk_terms_impact_idx'::regclass)")
+            .fetch_one(pool)
+            .await?;
+    sqlx::query("drop index chunk_terms_impact_idx")
+        .execute(pool)
+        .await?;
+    eprintln!(
+        "bench search: {} base chunks from fixtures/, loading {chunks} chunks",
+        corpus.len(),
+    );
+    let mut rng = StdRng::seed_from_u64(5);
+    let hash = HashEmbedder::new(DIMS);
+    let load_s = load(pool, model, &hash, words, chunks, &mut rng).await?;
+    eprintln!("bench search: loaded in {load_s:.1} s; building the indexes");
+    let build_started = Instant::now();
+    sqlx::query(sqlx::AssertSqlSafe(ranking_index))
+        .execute(pool)
+        .await?;
+    let postings_s = build_started.elapsed().as_secs_f64();
+    models::register(pool, model).await?;
+    let build_s = build_started.elapsed().as_secs_f64() - postings_s;
+    let small = filtered_collection(pool).await?;
+    // A steady-state table: visibility map set, so the keyword scans are index-only.
+    sqlx::query("vacuum analyze").execute(pool).await?;
+    eprintln!("bench search: postings' ranking index {postings_s:.1} s, HNSW {build_s:.1} s");
+    Ok((load_s + postings_s, build_s, small))
 }
 
 /// What embeds the queries: the local model with `--semantic`, else the hashing embedder.
@@ -232,6 +324,8 @@ async fn load(
 ) -> anyhow::Result<f64> {
     let started = Instant::now();
     let mut produced = 0usize;
+    // Two documents in flight: one analysed here while the database writes the other.
+    let mut writing = tokio::task::JoinSet::new();
     while produced < chunks {
         let count = CHUNKS_PER_DOCUMENT.min(chunks - produced);
         let texts: Vec<String> = (0..count)
@@ -250,8 +344,17 @@ async fn load(
             .iter()
             .map(|t| Vector::from(hash.embed_one(t)))
             .collect();
-        load_document(pool, model, produced / CHUNKS_PER_DOCUMENT, &texts, vectors).await?;
+        if writing.len() >= 2
+            && let Some(done) = writing.join_next().await
+        {
+            done??;
+        }
+        let (pool, model, number) = (pool.clone(), model.clone(), produced / CHUNKS_PER_DOCUMENT);
+        writing.spawn(async move { load_document(&pool, &model, number, &texts, vectors).await });
         produced += count;
+    }
+    while let Some(done) = writing.join_next().await {
+        done??;
     }
     Ok(started.elapsed().as_secs_f64())
 }
@@ -293,6 +396,10 @@ fn questions(corpus: &[String], n: usize, rng: &mut StdRng) -> Vec<String> {
 /// One row of the latency table: mode, p50 ms, p95 ms, hits per query.
 type Row = (&'static str, f64, f64, f64);
 
+/// Where each mode's time went: per mode, each stage the server timed (`Server-Timing`) with
+/// its mean ms over the timed queries.
+type Breakdown = Vec<(&'static str, Vec<(String, f64)>)>;
+
 /// Times `timed` queries per mode through the API (after 20 for warm-up): phrases in every
 /// mode, questions in text and hybrid mode.
 async fn time_modes(
@@ -301,11 +408,12 @@ async fn time_modes(
     queries: &[String],
     questions: &[String],
     timed: usize,
-) -> anyhow::Result<Vec<Row>> {
+) -> anyhow::Result<(Vec<Row>, Breakdown)> {
     let stop = CancellationToken::new();
     let base = serve(pool, searcher, &stop).await?;
     let client = reqwest::Client::new();
     let mut table = Vec::new();
+    let mut breakdown = Vec::new();
     for (mode, set) in [
         ("vector", queries),
         ("text", queries),
@@ -324,11 +432,21 @@ async fn time_modes(
         }
         let mut latencies = Vec::with_capacity(timed);
         let mut hits = 0usize;
+        let mut stages: Vec<(String, f64)> = Vec::new();
         for q in set.iter().skip(20).take(timed) {
             let started = Instant::now();
-            hits += call_in(&client, &base, q, api_mode, collection).await?;
+            let answer = search_timed(&client, &base, q, api_mode, collection).await?;
             latencies.push(started.elapsed());
+            hits += answer.hits;
+            for (stage, ms) in answer.stages {
+                match stages.iter_mut().find(|(name, _)| *name == stage) {
+                    Some((_, total)) => *total += ms,
+                    None => stages.push((stage, ms)),
+                }
+            }
         }
+        let n = latencies.len().max(1) as f64;
+        breakdown.push((mode, stages.into_iter().map(|(s, t)| (s, t / n)).collect()));
         latencies.sort();
         table.push((
             mode,
@@ -338,7 +456,7 @@ async fn time_modes(
         ));
     }
     stop.cancel();
-    Ok(table)
+    Ok((table, breakdown))
 }
 
 /// Recall@10 against an exact scan, per `ef_search`, for each kind of query.
@@ -363,11 +481,11 @@ impl Recalls {
 fn report(
     args: &SearchBench,
     model: &ModelVersion,
-    table: &[Row],
+    (table, breakdown): (&[Row], &Breakdown),
     uncentred: &[Row],
     recalls: &Recalls,
-    load_s: f64,
-    build_s: f64,
+    sizes: &Sizes,
+    (load_s, build_s): (f64, f64),
 ) {
     println!();
     println!(
@@ -382,6 +500,14 @@ fn report(
     );
     for (mode, p50, p95, hits) in table {
         println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
+    }
+    println!("where the time went (Server-Timing, mean ms; a hybrid search's lists overlap):");
+    for (mode, stages) in breakdown {
+        let stages: Vec<String> = stages
+            .iter()
+            .map(|(stage, ms)| format!("{stage} {ms:.1}"))
+            .collect();
+        println!("  {mode:<17} {}", stages.join(", "));
     }
     if !uncentred.is_empty() {
         println!("the same queries without centring by script (share 0):");
@@ -403,8 +529,34 @@ fn report(
         search::EF_SEARCH,
         recalls.filtered
     );
-    println!("load {load_s:.1} s, HNSW build {build_s:.1} s");
+    if load_s.is_nan() {
+        println!("database reused from an earlier run (--reuse)");
+    } else {
+        println!("load {load_s:.1} s, HNSW build {build_s:.1} s");
+    }
+    println!(
+        "on disk: chunks {:.0} MB, keyword postings {:.0} MB ({:.2}x the chunks), HNSW {:.0} MB",
+        sizes.chunks,
+        sizes.keyword,
+        sizes.keyword / sizes.chunks,
+        sizes.hnsw
+    );
     let mut line = json_line(args, table, recalls, build_s);
+    line["chunks_mb"] = serde_json::json!(round(sizes.chunks));
+    line["keyword_mb"] = serde_json::json!(round(sizes.keyword));
+    line["keyword_to_chunks"] = serde_json::json!(round(sizes.keyword / sizes.chunks));
+    line["hnsw_mb"] = serde_json::json!(round(sizes.hnsw));
+    line["stage_mean_ms"] = breakdown
+        .iter()
+        .map(|(mode, stages)| {
+            let stages: serde_json::Map<String, serde_json::Value> = stages
+                .iter()
+                .map(|(stage, ms)| (stage.clone(), serde_json::json!(round(*ms))))
+                .collect();
+            ((*mode).to_owned(), serde_json::Value::Object(stages))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     let p95 = |mode: &str| {
         uncentred
             .iter()
@@ -622,6 +774,23 @@ async fn call_in(
     mode: &str,
     collection: Option<&str>,
 ) -> anyhow::Result<usize> {
+    Ok(search_timed(client, base, q, mode, collection).await?.hits)
+}
+
+/// What one search through the API answered: its hits, and the stages its `Server-Timing`
+/// header named with their ms (summed when a stage recurs).
+struct Answer {
+    hits: usize,
+    stages: Vec<(String, f64)>,
+}
+
+async fn search_timed(
+    client: &reqwest::Client,
+    base: &str,
+    q: &str,
+    mode: &str,
+    collection: Option<&str>,
+) -> anyhow::Result<Answer> {
     let mut params = vec![("q", q), ("mode", mode), ("k", "10")];
     params.extend(collection.map(|c| ("collection", c)));
     let response = client
@@ -630,9 +799,32 @@ async fn call_in(
         .send()
         .await?;
     let status = response.status();
+    let timing = response
+        .headers()
+        .get("server-timing")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let body: serde_json::Value = response.json().await?;
     anyhow::ensure!(status.is_success(), "search {mode} {q:?}: {status} {body}");
-    Ok(body["hits"].as_array().map_or(0, Vec::len))
+    let mut stages: Vec<(String, f64)> = Vec::new();
+    for entry in timing.split(',') {
+        let mut parts = entry.trim().split(';');
+        let name = parts.next().unwrap_or_default();
+        let ms = parts
+            .find_map(|p| p.trim().strip_prefix("dur="))
+            .and_then(|d| d.parse::<f64>().ok());
+        if let (false, Some(ms)) = (name.is_empty(), ms) {
+            match stages.iter_mut().find(|(n, _)| n == name) {
+                Some((_, total)) => *total += ms,
+                None => stages.push((name.to_owned(), ms)),
+            }
+        }
+    }
+    Ok(Answer {
+        hits: body["hits"].as_array().map_or(0, Vec::len),
+        stages,
+    })
 }
 
 pub(super) fn percentile(sorted: &[Duration], q: f64) -> f64 {
@@ -643,27 +835,38 @@ pub(super) fn percentile(sorted: &[Duration], q: f64) -> f64 {
     sorted[at].as_secs_f64() * 1000.0
 }
 
-/// Mean recall@K of the HNSW query against the exact one. A hit counts when it is at least as
-/// near as the exact K-th neighbour, so ties between equally distant chunks are not misses.
+/// Mean recall@K of the HNSW query against the exact one, per `ef_search` in
+/// [`RECALL_EF_SEARCH`]. A hit counts when it is at least as near as the exact K-th neighbour, so
+/// ties between equally distant chunks are not misses. Each query's exact answer (a scan of
+/// every vector) is computed once.
 async fn recall(
     pool: &sqlx::PgPool,
     model: &ModelVersion,
     hash: &HashEmbedder,
     queries: &[String],
-    ef_search: i64,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Vec<(i64, f64)>> {
     let sql = search::vector_sql(model.dims, &model.model_version, search::Scope::All, false);
-    let mut total = 0.0;
+    let mut totals = [0.0; RECALL_EF_SEARCH.len()];
     for q in queries {
         let vector = Vector::from(hash.embed_one(q));
-        let approximate = nearest(pool, &sql, &vector, Some(ef_search)).await?;
         let exact = nearest(pool, &sql, &vector, None).await?;
         let Some(&kth) = exact.last() else { continue };
-        let found = approximate.iter().filter(|&&d| d <= kth + 1e-9).count();
-        total += found.min(K) as f64 / exact.len() as f64;
+        for (total, ef_search) in totals.iter_mut().zip(RECALL_EF_SEARCH) {
+            let approximate = nearest(pool, &sql, &vector, Some(ef_search)).await?;
+            let found = approximate.iter().filter(|&&d| d <= kth + 1e-9).count();
+            *total += found.min(K) as f64 / exact.len() as f64;
+        }
     }
-    Ok(total / queries.len().max(1) as f64)
+    let n = queries.len().max(1) as f64;
+    Ok(RECALL_EF_SEARCH
+        .iter()
+        .zip(totals)
+        .map(|(&ef, total)| (ef, total / n))
+        .collect())
 }
+
+/// The `ef_search` values recall is measured at; the API's is among them.
+const RECALL_EF_SEARCH: [i64; 4] = [40, search::EF_SEARCH, 200, 400];
 
 /// The collection holding 1% of the chunks, for the filtered figures.
 const SMALL: &str = "small";
