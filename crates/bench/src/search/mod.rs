@@ -17,6 +17,8 @@
 //! unfiltered figures; its recall@10 compares the filtered HNSW query (iterative scan, as the
 //! API runs it) with an exact scan of that collection.
 
+mod bm25;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +55,10 @@ pub struct SearchBench {
     /// Keep the scratch database afterwards.
     #[arg(long)]
     pub keep: bool,
+    /// Questions whose text-mode top 10 is compared with exact BM25 over every posting (0:
+    /// none).
+    #[arg(long, default_value_t = 50)]
+    pub exact_questions: usize,
     /// Search the scratch database a run with `--keep` left, if it holds `--chunks` chunks,
     /// instead of loading it again (a million chunks take the best part of an hour to load).
     #[arg(long)]
@@ -65,6 +71,9 @@ pub struct SearchBench {
     pub semantic: bool,
     #[arg(long, env = "DOCKET_MODEL_DIR", default_value_os_t = docket::config::default_model_dir())]
     pub model_dir: PathBuf,
+    /// Threads the local model embeds each query on (`--semantic`).
+    #[arg(long, default_value_t = 2)]
+    pub embed_threads: usize,
 }
 
 const DATABASE: &str = "docket_bench_search";
@@ -179,17 +188,48 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         passages: recall(pool, &model, &hash, &passages).await?,
         filtered: recall_in(pool, &model, &hash, &passages, small).await?,
     };
+    let agreement = if args.exact_questions > 0 {
+        let stop = CancellationToken::new();
+        let base = serve(
+            pool,
+            Arc::new(Searcher::new(pool.clone(), embedder.clone(), model.clone())),
+            &stop,
+        )
+        .await?;
+        let asked = &questions[20..(20 + args.exact_questions).min(questions.len())];
+        let agreement = bm25::agreement(pool, &reqwest::Client::new(), &base, asked).await;
+        stop.cancel();
+        Some(agreement?)
+    } else {
+        None
+    };
     let sizes = Sizes::of(pool, &model).await?;
-    report(
-        args,
-        &model,
-        (&table, &breakdown),
-        &uncentred,
-        &recalls,
-        &sizes,
-        (load_s, build_s),
-    );
+    let findings = Findings {
+        table,
+        breakdown,
+        uncentred,
+        recalls,
+        agreement,
+        sizes,
+        load_s,
+        build_s,
+    };
+    report(args, &model, &findings);
     Ok(())
+}
+
+/// Everything one run measured, for [`report`].
+struct Findings {
+    table: Vec<Row>,
+    breakdown: Breakdown,
+    /// The same queries without centring (with `--semantic` only).
+    uncentred: Vec<Row>,
+    recalls: Recalls,
+    agreement: Option<bm25::Agreement>,
+    sizes: Sizes,
+    /// Seconds loading and building took (NaN for a reused database).
+    load_s: f64,
+    build_s: f64,
 }
 
 /// What the stored corpus takes on disk, in MB: the chunks table (with its TOAST and indexes),
@@ -269,7 +309,7 @@ fn query_embedder(args: &SearchBench) -> anyhow::Result<Embedder> {
     }
     let local = docket::embed::LocalEmbedder::load(&docket::embed::LocalConfig {
         model_dir: args.model_dir.clone(),
-        threads: 2,
+        threads: args.embed_threads,
         precision: Default::default(),
     })?;
     anyhow::ensure!(
@@ -478,15 +518,18 @@ impl Recalls {
 }
 
 /// Prints the tables, then the JSON line.
-fn report(
-    args: &SearchBench,
-    model: &ModelVersion,
-    (table, breakdown): (&[Row], &Breakdown),
-    uncentred: &[Row],
-    recalls: &Recalls,
-    sizes: &Sizes,
-    (load_s, build_s): (f64, f64),
-) {
+fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
+    let Findings {
+        table,
+        breakdown,
+        uncentred,
+        recalls,
+        agreement,
+        sizes,
+        load_s,
+        build_s,
+    } = findings;
+    let (agreement, load_s, build_s) = (*agreement, *load_s, *build_s);
     println!();
     println!(
         "search over {} chunks ({}), k={K}, ef_search={}",
@@ -529,6 +572,12 @@ fn report(
         search::EF_SEARCH,
         recalls.filtered
     );
+    if let Some(agreement) = agreement {
+        println!(
+            "text ranking against exact BM25 over every posting, {} questions: top-10 agreement {:.3}, same first hit {:.3}, share of the best score {:.3}",
+            agreement.questions, agreement.at_10, agreement.at_1, agreement.score_share
+        );
+    }
     if load_s.is_nan() {
         println!("database reused from an earlier run (--reuse)");
     } else {
@@ -546,6 +595,14 @@ fn report(
     line["keyword_mb"] = serde_json::json!(round(sizes.keyword));
     line["keyword_to_chunks"] = serde_json::json!(round(sizes.keyword / sizes.chunks));
     line["hnsw_mb"] = serde_json::json!(round(sizes.hnsw));
+    if let Some(agreement) = agreement {
+        line["exact_bm25"] = serde_json::json!({
+            "questions": agreement.questions,
+            "top10_agreement": round(agreement.at_10 * 100.0) / 100.0,
+            "first_hit_agreement": round(agreement.at_1 * 100.0) / 100.0,
+            "score_share": round(agreement.score_share * 100.0) / 100.0,
+        });
+    }
     line["stage_mean_ms"] = breakdown
         .iter()
         .map(|(mode, stages)| {
