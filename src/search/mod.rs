@@ -48,7 +48,7 @@ mod vector;
 pub use rank::{DEFAULT_FUSION, Fusion, SPELLING_FUSION};
 pub use replicas::{Fallback, ReplicaStatus, Replicas};
 pub use snippet::Highlight;
-pub use timings::{Stage, server_timing};
+pub use timings::{Stage, parse_server_timing, server_timing};
 pub use vector::{Scope, vector_sql};
 
 /// Longest query accepted, in characters.

@@ -218,6 +218,8 @@ async fn weigh(
     .map(|row| (row.term, row.chunks))
     .collect();
     let mut weighted = Weighted::default();
+    // How many chunks hold each term kept: what the first pass's budget is shared by.
+    let mut held = Vec::new();
     // Per query word: the best idf of a form some chunk holds, else that of an unseen term.
     let mut best: HashMap<i32, Option<f64>> = HashMap::new();
     for (term, word) in terms.into_iter().zip(words) {
@@ -228,13 +230,9 @@ async fn weigh(
             weighted.terms.push(term);
             weighted.words.push(word);
             weighted.idfs.push(weight);
+            held.push(i64::from(df));
         }
     }
-    let held: Vec<i64> = weighted
-        .terms
-        .iter()
-        .map(|term| frequencies.get(term).map_or(0, |&df| i64::from(df)))
-        .collect();
     weighted.reads = reads(&held, &weighted.idfs, POSTINGS_PER_QUERY);
     let unseen = idf(stats.chunks, 0.0);
     weighted.ceiling = best.values().map(|w| w.unwrap_or(unseen)).sum::<f64>() * (K1 + 1.0);

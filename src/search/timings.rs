@@ -40,6 +40,23 @@ pub fn server_timing(stages: &[Stage]) -> String {
         .join(", ")
 }
 
+/// The stages a `Server-Timing` header value names, with their ms, in order (the inverse of
+/// [`server_timing`]); `None` when an entry lacks a name or a `dur` in ms.
+pub fn parse_server_timing(header: &str) -> Option<Vec<(String, f64)>> {
+    header
+        .split(',')
+        .map(|entry| {
+            let mut parts = entry.trim().split(';');
+            let name = parts.next().filter(|name| !name.is_empty())?;
+            let ms = parts
+                .find_map(|p| p.trim().strip_prefix("dur="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), ms))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +78,11 @@ mod tests {
         assert!(stages[0].1 >= Duration::from_millis(20));
         let header = server_timing(&[("embed", Duration::from_micros(8_120))]);
         assert_eq!(header, "embed;dur=8.12");
+        let read = parse_server_timing("embed;dur=8.12, keywords;desc=\"x\";dur=40.2");
+        assert_eq!(
+            read,
+            Some(vec![("embed".into(), 8.12), ("keywords".into(), 40.2)])
+        );
+        assert_eq!(parse_server_timing("embed, hits;dur=1"), None);
     }
 }

@@ -163,19 +163,6 @@ async fn vector_and_hybrid_search_put_the_matching_chunk_first(pool: PgPool) {
     }
 }
 
-/// The stages a search's `Server-Timing` header names, in order, each with a duration.
-fn stages(header: &str) -> Vec<String> {
-    header
-        .split(", ")
-        .map(|entry| {
-            let (name, duration) = entry.split_once(";dur=").expect("name;dur=ms");
-            let ms: f64 = duration.parse().expect("a duration in ms");
-            assert!(ms >= 0.0, "{entry}");
-            name.to_owned()
-        })
-        .collect()
-}
-
 #[sqlx::test(migrator = "docket::db::MIGRATOR")]
 async fn every_search_says_where_its_time_went_in_server_timing(pool: PgPool) {
     let api = TestApp::builder(pool.clone())
@@ -205,7 +192,10 @@ async fn every_search_says_where_its_time_went_in_server_timing(pool: PgPool) {
             .to_str()
             .expect("ASCII")
             .to_owned();
-        let mut named = stages(&header);
+        let stages = docket::search::parse_server_timing(&header)
+            .unwrap_or_else(|| panic!("{mode}: not name;dur=ms entries: {header}"));
+        assert!(stages.iter().all(|(_, ms)| *ms >= 0.0), "{mode}: {header}");
+        let mut named: Vec<String> = stages.into_iter().map(|(name, _)| name).collect();
         named.sort();
         let mut expected = expected.to_vec();
         expected.sort();

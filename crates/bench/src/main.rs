@@ -129,9 +129,15 @@ async fn run(command: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-/// A pool on the scratch database `name` of the server `url` points at; with `fresh`, the
-/// database is dropped and created first. `name` is one of the benches' constants.
-async fn scratch_database(url: &str, name: &str, fresh: bool) -> anyhow::Result<sqlx::PgPool> {
+/// A pool on the scratch database `name` of the server `url` points at, its connections with
+/// the server `settings` given; with `fresh`, the database is dropped and created first. `name`
+/// is one of the benches' constants.
+async fn scratch_database(
+    url: &str,
+    name: &str,
+    fresh: bool,
+    settings: &[(&str, &str)],
+) -> anyhow::Result<sqlx::PgPool> {
     let server: PgConnectOptions = url.parse().context("parsing DATABASE_URL")?;
     let admin = PgPoolOptions::new()
         .max_connections(1)
@@ -158,14 +164,14 @@ async fn scratch_database(url: &str, name: &str, fresh: bool) -> anyhow::Result<
     }
     PgPoolOptions::new()
         .max_connections(8)
-        .connect_with(server.database(name))
+        .connect_with(server.database(name).options(settings.iter().copied()))
         .await
         .with_context(|| format!("connecting to {name}"))
 }
 
 /// Drops the scratch database `name` (made by [`scratch_database`]) on the server `url` points at.
 async fn drop_scratch_database(url: &str, name: &str) -> anyhow::Result<()> {
-    let admin = scratch_database(url, "postgres", false).await?;
+    let admin = scratch_database(url, "postgres", false, &[]).await?;
     // The name is a constant identifier: no quoting concerns.
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "drop database if exists {name} with (force)"

@@ -189,7 +189,8 @@ pub async fn run(args: QualityBench) -> anyhow::Result<()> {
         "{} not found: the passage matcher of the evaluation set is needed",
         check.display()
     );
-    let pool = super::scratch_database(&args.database_url, &args.scratch_db, !args.reuse).await?;
+    let pool =
+        super::scratch_database(&args.database_url, &args.scratch_db, !args.reuse, &[]).await?;
     docket::db::MIGRATOR.run(&pool).await?;
     let pipeline = docket::app::pipeline(&pool, &args.pipeline).await?;
     let ingest = if args.reuse {

@@ -78,7 +78,7 @@ async fn receiver(stop: CancellationToken) -> anyhow::Result<(String, Arc<Atomic
 }
 
 async fn fresh(args: &WebhooksBench) -> anyhow::Result<(sqlx::PgPool, Arc<Pipeline>)> {
-    let pool = crate::scratch_database(&args.database_url, &args.scratch_db, true).await?;
+    let pool = crate::scratch_database(&args.database_url, &args.scratch_db, true, &[]).await?;
     docket::db::migrate(&pool).await?;
     let embedder = match &args.model_dir {
         Some(dir) => Embedder::Local(docket::embed::LocalEmbedder::load(

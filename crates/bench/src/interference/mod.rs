@@ -82,7 +82,7 @@ pub(super) type Latencies = BTreeMap<&'static str, (f64, f64)>;
 
 /// Runs the benchmark.
 pub async fn run(args: InterferenceBench) -> anyhow::Result<()> {
-    let pool = super::scratch_database(&args.database_url, DATABASE, true).await?;
+    let pool = super::scratch_database(&args.database_url, DATABASE, true, &[]).await?;
     // The HNSW graph must fit in memory while it is built, or the build crawls.
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "alter database {DATABASE} set maintenance_work_mem = '512MB'"
@@ -90,7 +90,7 @@ pub async fn run(args: InterferenceBench) -> anyhow::Result<()> {
     .execute(&pool)
     .await?;
     pool.close().await;
-    let pool = super::scratch_database(&args.database_url, DATABASE, false).await?;
+    let pool = super::scratch_database(&args.database_url, DATABASE, false, &[]).await?;
     docket::db::migrate(&pool).await?;
     let result = measure(&pool, &args).await;
     pool.close().await;

@@ -28,7 +28,6 @@ use pgvector::Vector;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use docket::chunk::{ApproxTokens, ChunkConfig, chunk_pages};
@@ -83,49 +82,16 @@ pub(super) const CHUNKS_PER_DOCUMENT: usize = 1000;
 
 /// Runs the benchmark.
 pub async fn run(args: SearchBench) -> anyhow::Result<()> {
-    let server: PgConnectOptions = args.database_url.parse().context("parsing DATABASE_URL")?;
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(server.clone().database("postgres"))
-        .await
-        .context("connecting to the server's postgres database")?;
-    let exists: bool =
-        sqlx::query_scalar("select exists (select 1 from pg_database where datname = $1)")
-            .bind(DATABASE)
-            .fetch_one(&admin)
-            .await?;
-    if !(args.reuse && exists) {
-        // The name is a constant identifier: no quoting concerns.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists {DATABASE} with (force)"
-        )))
-        .execute(&admin)
-        .await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("create database {DATABASE}")))
-            .execute(&admin)
-            .await?;
-    }
-    let options = server
-        .clone()
-        .database(DATABASE)
-        // The HNSW graph must fit in memory or the build slows down badly: 100,000 vectors
-        // take about 200 MB, a million about 2 GB. It is a ceiling, not an allocation.
-        .options([("maintenance_work_mem", "4GB")]);
-    let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .context("connecting to the scratch database")?;
+    // The HNSW graph must fit in memory or the build slows down badly: 100,000 vectors take
+    // about 200 MB, a million about 2 GB. It is a ceiling, not an allocation.
+    let settings = [("maintenance_work_mem", "4GB")];
+    let pool =
+        crate::scratch_database(&args.database_url, DATABASE, !args.reuse, &settings).await?;
     docket::db::migrate(&pool).await?;
-
     let result = measure(&pool, &args).await;
     pool.close().await;
     if !args.keep {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists {DATABASE} with (force)"
-        )))
-        .execute(&admin)
-        .await?;
+        crate::drop_scratch_database(&args.database_url, DATABASE).await?;
     }
     result
 }
@@ -518,18 +484,7 @@ impl Recalls {
 }
 
 /// Prints the tables, then the JSON line.
-fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
-    let Findings {
-        table,
-        breakdown,
-        uncentred,
-        recalls,
-        agreement,
-        sizes,
-        load_s,
-        build_s,
-    } = findings;
-    let (agreement, load_s, build_s) = (*agreement, *load_s, *build_s);
+fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
     println!();
     println!(
         "search over {} chunks ({}), k={K}, ef_search={}",
@@ -541,20 +496,20 @@ fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
         "{:<17} {:>10} {:>10} {:>12}",
         "mode", "p50 ms", "p95 ms", "hits/query"
     );
-    for (mode, p50, p95, hits) in table {
+    for (mode, p50, p95, hits) in &f.table {
         println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
     }
     println!("where the time went (Server-Timing, mean ms; a hybrid search's lists overlap):");
-    for (mode, stages) in breakdown {
+    for (mode, stages) in &f.breakdown {
         let stages: Vec<String> = stages
             .iter()
             .map(|(stage, ms)| format!("{stage} {ms:.1}"))
             .collect();
         println!("  {mode:<17} {}", stages.join(", "));
     }
-    if !uncentred.is_empty() {
+    if !f.uncentred.is_empty() {
         println!("the same queries without centring by script (share 0):");
-        for (mode, p50, p95, hits) in uncentred {
+        for (mode, p50, p95, hits) in &f.uncentred {
             println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
         }
     }
@@ -564,38 +519,38 @@ fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
         search::EF_SEARCH
     );
     println!("  ef_search  phrase queries  passage queries");
-    for ((ef_search, phrase), (_, passage)) in recalls.phrases.iter().zip(&recalls.passages) {
+    for ((ef_search, phrase), (_, passage)) in f.recalls.phrases.iter().zip(&f.recalls.passages) {
         println!("  {ef_search:>9}  {phrase:>14.4}  {passage:>15.4}");
     }
     println!(
         "  filtered to the 1% collection (ef_search={}, iterative scan): passage recall {:.4}",
         search::EF_SEARCH,
-        recalls.filtered
+        f.recalls.filtered
     );
-    if let Some(agreement) = agreement {
+    if let Some(agreement) = f.agreement {
         println!(
             "text ranking against exact BM25 over every posting, {} questions: top-10 agreement {:.3}, same first hit {:.3}, share of the best score {:.3}",
             agreement.questions, agreement.at_10, agreement.at_1, agreement.score_share
         );
     }
-    if load_s.is_nan() {
+    if f.load_s.is_nan() {
         println!("database reused from an earlier run (--reuse)");
     } else {
-        println!("load {load_s:.1} s, HNSW build {build_s:.1} s");
+        println!("load {:.1} s, HNSW build {:.1} s", f.load_s, f.build_s);
     }
     println!(
         "on disk: chunks {:.0} MB, keyword postings {:.0} MB ({:.2}x the chunks), HNSW {:.0} MB",
-        sizes.chunks,
-        sizes.keyword,
-        sizes.keyword / sizes.chunks,
-        sizes.hnsw
+        f.sizes.chunks,
+        f.sizes.keyword,
+        f.sizes.keyword / f.sizes.chunks,
+        f.sizes.hnsw
     );
-    let mut line = json_line(args, table, recalls, build_s);
-    line["chunks_mb"] = serde_json::json!(round(sizes.chunks));
-    line["keyword_mb"] = serde_json::json!(round(sizes.keyword));
-    line["keyword_to_chunks"] = serde_json::json!(round(sizes.keyword / sizes.chunks));
-    line["hnsw_mb"] = serde_json::json!(round(sizes.hnsw));
-    if let Some(agreement) = agreement {
+    let mut line = json_line(args, &f.table, &f.recalls, f.build_s);
+    line["chunks_mb"] = serde_json::json!(round(f.sizes.chunks));
+    line["keyword_mb"] = serde_json::json!(round(f.sizes.keyword));
+    line["keyword_to_chunks"] = serde_json::json!(round(f.sizes.keyword / f.sizes.chunks));
+    line["hnsw_mb"] = serde_json::json!(round(f.sizes.hnsw));
+    if let Some(agreement) = f.agreement {
         line["exact_bm25"] = serde_json::json!({
             "questions": agreement.questions,
             "top10_agreement": round(agreement.at_10 * 100.0) / 100.0,
@@ -603,7 +558,8 @@ fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
             "score_share": round(agreement.score_share * 100.0) / 100.0,
         });
     }
-    line["stage_mean_ms"] = breakdown
+    line["stage_mean_ms"] = f
+        .breakdown
         .iter()
         .map(|(mode, stages)| {
             let stages: serde_json::Map<String, serde_json::Value> = stages
@@ -615,7 +571,7 @@ fn report(args: &SearchBench, model: &ModelVersion, findings: &Findings) {
         .collect::<serde_json::Map<_, _>>()
         .into();
     let p95 = |mode: &str| {
-        uncentred
+        f.uncentred
             .iter()
             .find(|row| row.0 == mode)
             .map(|row| round(row.2))
@@ -835,7 +791,7 @@ async fn call_in(
 }
 
 /// What one search through the API answered: its hits, and the stages its `Server-Timing`
-/// header named with their ms (summed when a stage recurs).
+/// header named with their ms.
 struct Answer {
     hits: usize,
     stages: Vec<(String, f64)>,
@@ -860,27 +816,13 @@ async fn search_timed(
         .headers()
         .get("server-timing")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+        .and_then(docket::search::parse_server_timing)
+        .unwrap_or_default();
     let body: serde_json::Value = response.json().await?;
     anyhow::ensure!(status.is_success(), "search {mode} {q:?}: {status} {body}");
-    let mut stages: Vec<(String, f64)> = Vec::new();
-    for entry in timing.split(',') {
-        let mut parts = entry.trim().split(';');
-        let name = parts.next().unwrap_or_default();
-        let ms = parts
-            .find_map(|p| p.trim().strip_prefix("dur="))
-            .and_then(|d| d.parse::<f64>().ok());
-        if let (false, Some(ms)) = (name.is_empty(), ms) {
-            match stages.iter_mut().find(|(n, _)| n == name) {
-                Some((_, total)) => *total += ms,
-                None => stages.push((name.to_owned(), ms)),
-            }
-        }
-    }
     Ok(Answer {
         hits: body["hits"].as_array().map_or(0, Vec::len),
-        stages,
+        stages: timing,
     })
 }
 
