@@ -242,9 +242,10 @@ pub fn describe(hits: &[Value]) -> Vec<String> {
     hits.iter()
         .map(|h| {
             format!(
-                "{} #{}: {}",
+                "{} #{} ({:.4}): {}",
                 h["filename"],
                 h["chunk_index"],
+                h["score"].as_f64().unwrap_or(f64::NAN),
                 short(h["text"].as_str().unwrap_or(""))
             )
         })
