@@ -363,9 +363,13 @@ impl Searcher {
             let ids: Vec<i64> = wanted.iter().map(|k| k.0).collect();
             let indexes: Vec<i32> = wanted.iter().map(|k| k.1).collect();
             if let Some(centring) = self.centring(route) {
-                let sql = stored_vectors_sql(
-                    "unnest($1::bigint[], $2::int[]) as n(document_id, chunk_index)",
-                    "$3",
+                let sql = with_text_start(
+                    "select w.document_id, w.chunk_index, e.embedding
+                     from unnest($1::bigint[], $2::int[]) as w(document_id, chunk_index)
+                     join embeddings e
+                       on e.document_id = w.document_id
+                      and e.chunk_index = w.chunk_index
+                      and e.model_version = $3",
                 );
                 let rows: Vec<StoredVector> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .bind(&ids)
@@ -457,20 +461,27 @@ impl Searcher {
         };
         let version = &route.version;
         let centring = self.centring(route);
-        let sql = vector_sql(
-            version.dims,
-            &version.model_version,
-            route.scope,
-            collections.is_some(),
-        );
-        // Centred: the index holds uncentred vectors, so more neighbours are asked for and
-        // rescored by the centred cosine.
+        // Centred: the index holds uncentred vectors, so more neighbours are asked for, each
+        // with its stored vector, and rescored by the centred cosine.
         let (sql, fetch) = match centring {
             Some(_) => (
-                stored_vectors_sql(&format!("({sql}) as n"), "$5"),
+                centred_sql(
+                    version.dims,
+                    &version.model_version,
+                    route.scope,
+                    collections.is_some(),
+                ),
                 limit.saturating_mul(RESCORED_DEPTH).max(RESCORED_MIN),
             ),
-            None => (sql, limit),
+            None => (
+                vector_sql(
+                    version.dims,
+                    &version.model_version,
+                    route.scope,
+                    collections.is_some(),
+                ),
+                limit,
+            ),
         };
         let documents = (route.scope != Scope::All).then_some(route.documents.as_slice());
         let mut tx = self.pool.begin().await?;
@@ -503,7 +514,6 @@ impl Searcher {
                     .bind(fetch)
                     .bind(documents)
                     .bind(collections)
-                    .bind(&version.model_version)
                     .fetch_all(&mut *tx)
                     .await?;
                 rows.into_iter()
@@ -560,6 +570,35 @@ impl Searcher {
 /// parameter is not under a generic plan. `dims` is an integer and the version is quoted as a
 /// SQL literal, so nothing from a request reaches the SQL unquoted.
 pub fn vector_sql(dims: i32, model_version: &str, scope: Scope, in_collections: bool) -> String {
+    let columns = format!(
+        "document_id, chunk_index, ((embedding::vector({dims})) <=> $1::vector({dims}))::float8 as distance"
+    );
+    nearest_sql(dims, model_version, scope, in_collections, &columns)
+}
+
+/// The centred search's nearest-neighbour query: [`vector_sql`]'s neighbours as
+/// [`StoredVector`]s. The vector comes from the index scan's own heap row, so only the start of
+/// the text is joined, not each neighbour looked up again in `embeddings` by key (about 1.5 ms
+/// of 400 neighbours at 100,000 chunks, BENCHMARKS.md).
+fn centred_sql(dims: i32, model_version: &str, scope: Scope, in_collections: bool) -> String {
+    let nearest = nearest_sql(
+        dims,
+        model_version,
+        scope,
+        in_collections,
+        "document_id, chunk_index, embedding",
+    );
+    with_text_start(&nearest)
+}
+
+/// The nearest-neighbour statement both searches share, returning `columns` of each neighbour.
+fn nearest_sql(
+    dims: i32,
+    model_version: &str,
+    scope: Scope,
+    in_collections: bool,
+    columns: &str,
+) -> String {
     let version = quote_literal(model_version);
     let filter = match scope {
         // $3 is always bound; this keeps its type known when no filter is asked for.
@@ -575,8 +614,7 @@ pub fn vector_sql(dims: i32, model_version: &str, scope: Scope, in_collections: 
         "and $4::bigint[] is null"
     };
     format!(
-        "select document_id, chunk_index,
-                ((embedding::vector({dims})) <=> $1::vector({dims}))::float8 as distance
+        "select {columns}
          from embeddings
          where model_version = {version}
            {filter}
@@ -589,17 +627,12 @@ pub fn vector_sql(dims: i32, model_version: &str, scope: Scope, in_collections: 
 /// A chunk's key, its stored vector and the start of its text: what the centred cosine needs.
 type StoredVector = (i64, i32, Vector, String);
 
-/// The [`StoredVector`] of each chunk `source` names (a `from` item with `document_id` and
-/// `chunk_index`, aliased `n`: the nearest-neighbour query, or the chunks a hybrid search asks
-/// about) under the model version bound as `version` (a parameter such as `$3`).
-fn stored_vectors_sql(source: &str, version: &str) -> String {
+/// `rows` (a query returning `document_id, chunk_index, embedding`) as [`StoredVector`]s: each
+/// joined to the start of its chunk's text, whose script decides the centring.
+fn with_text_start(rows: &str) -> String {
     format!(
-        "select n.document_id, n.chunk_index, e.embedding, left(c.text, 400)
-         from {source}
-         join embeddings e
-           on e.document_id = n.document_id
-          and e.chunk_index = n.chunk_index
-          and e.model_version = {version}
+        "select n.document_id, n.chunk_index, n.embedding, left(c.text, 400)
+         from ({rows}) as n
          join chunks c
            on c.document_id = n.document_id
           and c.chunk_index = n.chunk_index"
@@ -669,6 +702,7 @@ mod tests {
             2
         );
         assert!(sql.contains("document_id = any($3::bigint[])"));
+        assert!(sql.contains("select document_id, chunk_index, ("), "{sql}");
         assert!(
             vector_sql(8, "v", Scope::Except, false).contains("document_id <> all($3::bigint[])")
         );
@@ -677,5 +711,18 @@ mod tests {
         assert!(
             vector_sql(8, "v", Scope::All, true).contains("d.collection_id = any($4::bigint[])")
         );
+    }
+
+    #[test]
+    fn centred_sql_reads_each_vector_from_the_index_scan_alone() {
+        let sql = centred_sql(384, "v", Scope::All, true);
+        assert_eq!(sql.matches("from embeddings").count(), 1, "{sql}");
+        assert_eq!(sql.matches("join embeddings").count(), 0, "{sql}");
+        assert!(
+            sql.contains("select document_id, chunk_index, embedding"),
+            "{sql}"
+        );
+        assert!(sql.contains("left(c.text, 400)"), "{sql}");
+        assert!(sql.contains("order by (embedding::vector(384)) <=> $1::vector(384)"));
     }
 }
