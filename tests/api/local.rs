@@ -163,6 +163,44 @@ fn a_batch_split_into_several_forward_passes_keeps_every_vector_in_place() {
     assert!(cosine(&batched[0], &batched[per_pass]) < 0.999);
 }
 
+/// A search's query is embedded while a worker's batch of passages is: it does not wait for
+/// the batch to end (`docket serve` embeds both with one embedder). With one lane for both, the
+/// query's call waited for the passages' and returned after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_is_embedded_while_passages_are_and_does_not_wait_for_them() {
+    // Its own instance: the shared one may be busy with other tests.
+    let model =
+        crate::support::load_local_model(model_dir(), "scripts/get-model.sh all-MiniLM-L6-v2");
+    // Many forward passes of texts at the max length: seconds of work.
+    let passages: Vec<String> = (0..160)
+        .map(|i| format!("Passage {i} of a long manual repeats its words. ").repeat(40))
+        .collect();
+    let documents = tokio::spawn({
+        let model = model.clone();
+        async move { model.embed(&passages, Purpose::Passage).await }
+    });
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the passages' call to start",
+        || async { model.busy(Purpose::Passage) },
+    )
+    .await;
+    let query = model
+        .embed(&["how long is the manual?".to_owned()], Purpose::Query)
+        .await
+        .expect("embed the query");
+    assert!(
+        !documents.is_finished() && model.busy(Purpose::Passage),
+        "the query's call returned only after the passages' had ended"
+    );
+    assert_eq!(query.len(), 1);
+    let passages = documents
+        .await
+        .expect("the passages' task")
+        .expect("embed the passages");
+    assert_eq!(passages.len(), 160);
+}
+
 /// The texts the end-to-end test ingests: a filler-text PDF, a Korean LaTeX manual and an
 /// election results bulletin (a PDF saved under a .txt name).
 const DOCUMENTS: [(&str, &str); 3] = [

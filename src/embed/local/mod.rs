@@ -14,8 +14,15 @@
 //! strided views, and the element-wise steps are fused, threaded, vectorised kernels
 //! ([`docket_kernels`]). The linear layers run in f32 or, by choice, int8 ([`linear`]). Batches are cut into forward passes of at most
 //! [`TOKENS_PER_PASS`] tokens, which bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
-//! tokio's blocking pool, one call at a time per process (a semaphore), inside a dedicated rayon
-//! pool of a bounded number of threads, so the HTTP server and the queue keep their cores.
+//! tokio's blocking pool, inside a dedicated rayon pool of a bounded number of threads, so the
+//! HTTP server and the queue keep their cores.
+//!
+//! **Two lanes.** Passages and queries each have their own pool and run one call at a time per
+//! lane (a semaphore each). `docket serve` embeds a search's query with the same embedder its
+//! in-process workers embed documents with, and a worker's call of 64 chunks runs for seconds:
+//! with one lane, a search during ingestion waited for the batch in progress (BENCHMARKS.md,
+//! "Search while documents are embedded"). A query is a few dozen tokens, so letting it share
+//! the cores with a batch costs the batch little.
 //! gemm (candle's matmul) splits its work by `RAYON_NUM_THREADS` (else the core count) and,
 //! like the kernels, picks AVX-512 code at run time where the CPU has it.
 //!
@@ -84,9 +91,30 @@ struct Inner {
     max_tokens: usize,
     threads: usize,
     precision: Precision,
+    /// Where passages are embedded.
+    passages: Lane,
+    /// Where queries are embedded, so a search never waits behind a document's batch.
+    queries: Lane,
+}
+
+/// A pool of inference threads that runs one call at a time: two calls in one lane would only
+/// fight over the same cores.
+struct Lane {
     pool: rayon::ThreadPool,
-    /// One inference at a time: two would only fight over the same cores.
     running: tokio::sync::Semaphore,
+}
+
+impl Lane {
+    fn start(threads: usize, name: &'static str) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(move |i| format!("docket-{name}-{i}"))
+            .build()?;
+        Ok(Self {
+            pool,
+            running: tokio::sync::Semaphore::new(1),
+        })
+    }
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -138,11 +166,11 @@ impl LocalEmbedder {
         drop(weights);
 
         let threads = config.threads.max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("docket-embed-{i}"))
-            .build()
-            .map_err(|err| config_error(dir, format!("starting {threads} threads: {err}")))?;
+        let lane = |name| {
+            Lane::start(threads, name)
+                .map_err(|err| config_error(dir, format!("starting {threads} threads: {err}")))
+        };
+        let (passages, queries) = (lane("embed")?, lane("query")?);
         Ok(Self {
             previous: None,
             inner: Arc::new(Inner {
@@ -155,8 +183,8 @@ impl LocalEmbedder {
                 max_tokens,
                 threads,
                 precision: config.precision,
-                pool,
-                running: tokio::sync::Semaphore::new(1),
+                passages,
+                queries,
             }),
         })
     }
@@ -226,7 +254,8 @@ impl LocalEmbedder {
         }
     }
 
-    /// Embeds `texts` as `purpose` on the blocking pool, one call at a time per process.
+    /// Embeds `texts` as `purpose` on the blocking pool, one call at a time per process and
+    /// purpose (see the module docs: a query never waits for passages).
     pub async fn embed(
         &self,
         texts: &[String],
@@ -237,6 +266,7 @@ impl LocalEmbedder {
         }
         let _permit = self
             .inner
+            .lane(purpose)
             .running
             .acquire()
             .await
@@ -248,15 +278,23 @@ impl LocalEmbedder {
             .map_err(|err| EmbedError::permanent(format!("local embedder task failed: {err}")))?
     }
 
-    /// Embeds `texts` as `purpose` on the calling thread (inside the inference pool); for
-    /// benchmarks and callers that are already off the async runtime.
+    /// Embeds `texts` as `purpose` on the calling thread (inside the purpose's inference pool);
+    /// for benchmarks and callers that are already off the async runtime.
     pub fn embed_blocking(
         &self,
         texts: &[String],
         purpose: Purpose,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inner = &self.inner;
-        inner.pool.install(|| inner.embed_packed(texts, purpose))
+        inner
+            .lane(purpose)
+            .pool
+            .install(|| inner.embed_packed(texts, purpose))
+    }
+
+    /// Whether a call embedding `purpose` texts is running now.
+    pub fn busy(&self, purpose: Purpose) -> bool {
+        self.inner.lane(purpose).running.available_permits() == 0
     }
 
     /// The token ids the model reads for `text` as `purpose`: prompt, special tokens and
@@ -267,6 +305,13 @@ impl LocalEmbedder {
 }
 
 impl Inner {
+    fn lane(&self, purpose: Purpose) -> &Lane {
+        match purpose {
+            Purpose::Query => &self.queries,
+            Purpose::Passage => &self.passages,
+        }
+    }
+
     fn encode(&self, text: &str, purpose: Purpose) -> Result<Vec<u32>, EmbedError> {
         let prompt = self.prompts.for_purpose(purpose);
         let encoding = if prompt.is_empty() {

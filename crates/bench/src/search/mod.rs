@@ -16,8 +16,13 @@
 //! same phrases are timed with `collection=` that collection in each mode, beside the
 //! unfiltered figures; its recall@10 compares the filtered HNSW query (iterative scan, as the
 //! API runs it) with an exact scan of that collection.
+//!
+//! With `--semantic`, vector phrases and hybrid questions are timed once more while the same
+//! embedder embeds batches of documents' passages, as `docket serve` does during ingestion
+//! ([`busy`]).
 
 mod bm25;
+mod busy;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -73,6 +78,10 @@ pub struct SearchBench {
     /// Threads the local model embeds each query on (`--semantic`).
     #[arg(long, default_value_t = 2)]
     pub embed_threads: usize,
+    /// With `--semantic`: vector phrases and hybrid questions timed while the same embedder
+    /// embeds documents, as under `docket serve` during ingestion (0: not measured).
+    #[arg(long, default_value_t = 30)]
+    pub busy_queries: usize,
 }
 
 const DATABASE: &str = "docket_bench_search";
@@ -129,17 +138,29 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
     );
     let questions = questions(&corpus, args.queries + 20, &mut rng);
     let searcher = Arc::new(Searcher::new(pool.clone(), embedder.clone(), model.clone()));
-    let (table, breakdown) = time_modes(pool, searcher, &queries, &questions, args.queries).await?;
+    let modes = every_mode(&queries, &questions);
+    let (table, breakdown) = time_modes(pool, searcher.clone(), &modes, args.queries).await?;
     // With the default model's queries, vector search is centred by script (a deeper candidate
     // list, rescored): the same queries without it say what that costs.
     let uncentred = if args.semantic {
         let plain =
             Searcher::new(pool.clone(), embedder.clone(), model.clone()).with_centring_share(0.0);
-        time_modes(pool, Arc::new(plain), &queries, &questions, args.queries)
+        time_modes(pool, Arc::new(plain), &modes, args.queries)
             .await?
             .0
     } else {
         Vec::new()
+    };
+    // With the local model, searches while the same embedder embeds documents, as under
+    // `docket serve` during ingestion.
+    let busy = if args.semantic && args.busy_queries > 0 {
+        let timed = args.busy_queries;
+        let busy = busy::measure(
+            pool, searcher, &embedder, &words, &queries, &questions, timed,
+        );
+        Some(busy.await?)
+    } else {
+        None
     };
 
     // Recall is measured for two kinds of query: the short phrases timed above, and passages
@@ -174,6 +195,7 @@ async fn measure(pool: &sqlx::PgPool, args: &SearchBench) -> anyhow::Result<()> 
         table,
         breakdown,
         uncentred,
+        busy,
         recalls,
         agreement,
         sizes,
@@ -190,6 +212,8 @@ struct Findings {
     breakdown: Breakdown,
     /// The same queries without centring (with `--semantic` only).
     uncentred: Vec<Row>,
+    /// Searches while the embedder embeds documents (with `--semantic` only).
+    busy: Option<busy::Busy>,
     recalls: Recalls,
     agreement: Option<bm25::Agreement>,
     sizes: Sizes,
@@ -406,21 +430,13 @@ type Row = (&'static str, f64, f64, f64);
 /// its mean ms over the timed queries.
 type Breakdown = Vec<(&'static str, Vec<(String, f64)>)>;
 
-/// Times `timed` queries per mode through the API (after 20 for warm-up): phrases in every
-/// mode, questions in text and hybrid mode.
-async fn time_modes(
-    pool: &sqlx::PgPool,
-    searcher: Arc<Searcher>,
-    queries: &[String],
-    questions: &[String],
-    timed: usize,
-) -> anyhow::Result<(Vec<Row>, Breakdown)> {
-    let stop = CancellationToken::new();
-    let base = serve(pool, searcher, &stop).await?;
-    let client = reqwest::Client::new();
-    let mut table = Vec::new();
-    let mut breakdown = Vec::new();
-    for (mode, set) in [
+/// Every mode the bench times: phrases in each mode, questions in text and hybrid mode, and
+/// phrases in the 1% collection.
+fn every_mode<'a>(
+    queries: &'a [String],
+    questions: &'a [String],
+) -> Vec<(&'static str, &'a [String])> {
+    vec![
         ("vector", queries),
         ("text", queries),
         ("hybrid", queries),
@@ -429,7 +445,24 @@ async fn time_modes(
         ("vector/1% filter", queries),
         ("text/1% filter", queries),
         ("hybrid/1% filter", queries),
-    ] {
+    ]
+}
+
+/// Times `timed` queries of each of `modes` (a mode and its queries; `/…` after the API mode
+/// labels the set, and a label ending in `filter` searches the 1% collection) through the API,
+/// after 20 for warm-up.
+async fn time_modes(
+    pool: &sqlx::PgPool,
+    searcher: Arc<Searcher>,
+    modes: &[(&'static str, &[String])],
+    timed: usize,
+) -> anyhow::Result<(Vec<Row>, Breakdown)> {
+    let stop = CancellationToken::new();
+    let base = serve(pool, searcher, &stop).await?;
+    let client = reqwest::Client::new();
+    let mut table = Vec::new();
+    let mut breakdown = Vec::new();
+    for &(mode, set) in modes {
         let api_mode = mode.split('/').next().unwrap_or(mode);
         let collection = mode.ends_with("filter").then_some(SMALL);
         // Warm-up: caches, prepared statements, connections.
@@ -513,6 +546,9 @@ fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
             println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
         }
     }
+    if let Some(busy) = &f.busy {
+        busy_report(busy, &f.table);
+    }
     println!(
         "recall@{K} of HNSW vs exact scan over {} queries (the API uses ef_search={}):",
         args.recall_queries,
@@ -576,12 +612,56 @@ fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
             .find(|row| row.0 == mode)
             .map(|row| round(row.2))
     };
+    if let Some(busy) = &f.busy {
+        line["while_embedding"] = busy_json(busy, &f.table);
+    }
     line["uncentred_p95_ms"] = serde_json::json!({
         "vector": p95("vector"),
         "hybrid": p95("hybrid"),
         "hybrid_question": p95("hybrid/questions"),
     });
     println!("{line}");
+}
+
+/// Each busy mode's p50 and p95, and its p95 against the idle run's.
+fn busy_rows<'a>(busy: &'a busy::Busy, idle: &'a [Row]) -> impl Iterator<Item = (&'a Row, f64)> {
+    busy.table.iter().map(|row| {
+        let idle_p95 = idle.iter().find(|r| r.0 == row.0).map_or(f64::NAN, |r| r.2);
+        (row, row.2 / idle_p95)
+    })
+}
+
+fn busy_report(busy: &busy::Busy, idle: &[Row]) {
+    println!("while the same embedder embeds documents (64 passages a call, back to back):");
+    for ((mode, p50, p95, hits), ratio) in busy_rows(busy, idle) {
+        println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}   p95 {ratio:.2}x idle");
+    }
+    println!(
+        "  passages embedded a second: {:.1} alone, {:.1} while searched",
+        busy.alone_per_s, busy.searched_per_s
+    );
+}
+
+fn busy_json(busy: &busy::Busy, idle: &[Row]) -> serde_json::Value {
+    let mut figures = serde_json::Map::new();
+    for ((mode, p50, p95, _), ratio) in busy_rows(busy, idle) {
+        let name = mode.replace("/questions", "_question");
+        figures.insert(format!("{name}_p50_ms"), serde_json::json!(round(*p50)));
+        figures.insert(format!("{name}_p95_ms"), serde_json::json!(round(*p95)));
+        figures.insert(
+            format!("{name}_p95_vs_idle"),
+            serde_json::json!(round(ratio)),
+        );
+    }
+    figures.insert(
+        "passages_per_s_alone".into(),
+        serde_json::json!(round(busy.alone_per_s)),
+    );
+    figures.insert(
+        "passages_per_s_searched".into(),
+        serde_json::json!(round(busy.searched_per_s)),
+    );
+    figures.into()
 }
 
 /// The last line: every figure of the run.
