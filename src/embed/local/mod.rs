@@ -16,6 +16,8 @@
 //! [`TOKENS_PER_PASS`] tokens, which bounds memory whatever the batch size. Inference is CPU-bound and blocking: it runs on
 //! tokio's blocking pool, inside a dedicated rayon pool of a bounded number of threads, so the
 //! HTTP server and the queue keep their cores.
+//! gemm (candle's matmul) splits its work by `RAYON_NUM_THREADS` (else the core count) and,
+//! like the kernels, picks AVX-512 code at run time where the CPU has it.
 //!
 //! **Two lanes.** Passages and queries each have their own pool and run one call at a time per
 //! lane (a semaphore each). `docket serve` embeds a search's query with the same embedder its
@@ -23,8 +25,6 @@
 //! with one lane, a search during ingestion waited for the batch in progress (BENCHMARKS.md,
 //! "Search while documents are embedded"). A query is a few dozen tokens, so letting it share
 //! the cores with a batch costs the batch little.
-//! gemm (candle's matmul) splits its work by `RAYON_NUM_THREADS` (else the core count) and,
-//! like the kernels, picks AVX-512 code at run time where the CPU has it.
 //!
 //! Load failures (missing or malformed files) are [`EmbedError::Config`]; a failure during
 //! inference is [`EmbedError::Permanent`], since the same input would fail again.

@@ -2,8 +2,8 @@
 //! `docket serve`, whose in-process workers embed chunks with the embedder that also embeds each
 //! search's query (`--semantic` only: the hashing embedder costs nothing worth measuring).
 //!
-//! A task embeds batches of [`BATCH`] passages (corpus windows of a chunk's length, as many as
-//! the embed step sends the local model at once) back to back on the bench's embedder, while
+//! A task embeds batches of passages (corpus windows of a chunk's length, as many as the embed
+//! step sends at once: [`Embedder::max_batch`]) back to back on the bench's embedder, while
 //! vector phrases and hybrid questions are timed through the API as in the idle phase. Beside
 //! the idle figures it reports their p50/p95, and the passages a second the task embedded alone
 //! (two calls before the searches) and while searched.
@@ -20,13 +20,12 @@ use docket::search::Searcher;
 
 use super::{Row, Words, time_modes};
 
-/// Passages per embedding call: the local model's batch in the embed step.
-const BATCH: usize = 64;
-
 /// What the busy phase measured.
 pub(super) struct Busy {
     /// Vector phrases and hybrid questions, as [`time_modes`] reports them.
     pub(super) table: Vec<Row>,
+    /// Passages per embedding call.
+    pub(super) batch: usize,
     /// Passages a second with nothing else running, and while searched.
     pub(super) alone_per_s: f64,
     pub(super) searched_per_s: f64,
@@ -42,18 +41,19 @@ pub(super) async fn measure(
     questions: &[String],
     timed: usize,
 ) -> anyhow::Result<Busy> {
-    // 150 to 250 words: about the 300 tokens of a default chunk.
-    // Its own seed, so the other phases draw what they drew before it existed.
+    // Its own seed, so the other phases draw what they drew before it existed; 150 to 250
+    // words are about the 300 tokens of a default chunk.
     let mut rng = StdRng::seed_from_u64(7);
-    let batch: Vec<String> = (0..BATCH)
+    let batch: Vec<String> = (0..embedder.max_batch())
         .map(|_| words.window(&mut rng, 150..250))
         .collect();
     let started = Instant::now();
     for _ in 0..2 {
         embedder.embed_as(&batch, Purpose::Passage).await?;
     }
-    let alone_per_s = (2 * BATCH) as f64 / started.elapsed().as_secs_f64();
+    let alone_per_s = (2 * batch.len()) as f64 / started.elapsed().as_secs_f64();
 
+    let size = batch.len();
     let stop = CancellationToken::new();
     let background = tokio::spawn({
         let (embedder, stop) = (embedder.clone(), stop.clone());
@@ -73,6 +73,7 @@ pub(super) async fn measure(
     let searched_per_s = background.await??;
     Ok(Busy {
         table: timing?.0,
+        batch: size,
         alone_per_s,
         searched_per_s,
     })

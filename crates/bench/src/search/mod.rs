@@ -529,8 +529,8 @@ fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
         "{:<17} {:>10} {:>10} {:>12}",
         "mode", "p50 ms", "p95 ms", "hits/query"
     );
-    for (mode, p50, p95, hits) in &f.table {
-        println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
+    for row in &f.table {
+        println!("{}", row_line(row));
     }
     println!("where the time went (Server-Timing, mean ms; a hybrid search's lists overlap):");
     for (mode, stages) in &f.breakdown {
@@ -542,8 +542,8 @@ fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
     }
     if !f.uncentred.is_empty() {
         println!("the same queries without centring by script (share 0):");
-        for (mode, p50, p95, hits) in &f.uncentred {
-            println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}");
+        for row in &f.uncentred {
+            println!("{}", row_line(row));
         }
     }
     if let Some(busy) = &f.busy {
@@ -623,6 +623,11 @@ fn report(args: &SearchBench, model: &ModelVersion, f: &Findings) {
     println!("{line}");
 }
 
+/// One row of a latency table: mode, p50, p95, hits per query.
+fn row_line((mode, p50, p95, hits): &Row) -> String {
+    format!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}")
+}
+
 /// Each busy mode's p50 and p95, and its p95 against the idle run's.
 fn busy_rows<'a>(busy: &'a busy::Busy, idle: &'a [Row]) -> impl Iterator<Item = (&'a Row, f64)> {
     busy.table.iter().map(|row| {
@@ -632,9 +637,12 @@ fn busy_rows<'a>(busy: &'a busy::Busy, idle: &'a [Row]) -> impl Iterator<Item = 
 }
 
 fn busy_report(busy: &busy::Busy, idle: &[Row]) {
-    println!("while the same embedder embeds documents (64 passages a call, back to back):");
-    for ((mode, p50, p95, hits), ratio) in busy_rows(busy, idle) {
-        println!("{mode:<17} {p50:>10.2} {p95:>10.2} {hits:>12.1}   p95 {ratio:.2}x idle");
+    println!(
+        "while the same embedder embeds documents ({} passages a call, back to back):",
+        busy.batch
+    );
+    for (row, ratio) in busy_rows(busy, idle) {
+        println!("{}   p95 {ratio:.2}x idle", row_line(row));
     }
     println!(
         "  passages embedded a second: {:.1} alone, {:.1} while searched",
