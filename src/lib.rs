@@ -50,6 +50,18 @@
 //! - **Transactional enqueue.** A job commits with the rows that caused it, or not at all.
 #![forbid(unsafe_code)]
 
+/// The allocator of every process that links docket (the `docket` binary, `docket-bench` and
+/// the test binaries), declared once here, beside the code that needs it.
+///
+/// Why not the system's: each forward pass of the local encoder allocates buffers of several
+/// megabytes (activations, their int8 packing, the products' outputs). glibc's malloc serves
+/// those with fresh `mmap`s or trims them off its heap when freed, so every pass page-faulted
+/// its working set in again: under int8 a third of the encoder's time was the kernel's (page
+/// faults, zeroing, cgroup accounting), and int8 ran at 1.2–1.3× f32 instead of about 2×
+/// (BENCHMARKS.md, issue 24). mimalloc keeps freed pages in its segments for the next pass.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod access;
 pub mod analysis;
 pub mod app;

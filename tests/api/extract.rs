@@ -382,9 +382,20 @@ async fn the_pdf_extractors_see_none_of_docket_s_environment() {
         .collect();
     assert!(names.contains(&"PATH"), "{seen}");
     for name in &names {
-        // Besides what it needs, only the child's own instructions (DOCKET_PDF_*).
+        // Besides what it needs, only the child's own instructions (DOCKET_PDF_*, and its
+        // allocator's arena setting).
         assert!(
-            ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "PWD", "SHLVL", "_"].contains(name)
+            [
+                "PATH",
+                "LANG",
+                "LC_ALL",
+                "LC_CTYPE",
+                "PWD",
+                "SHLVL",
+                "_",
+                "MIMALLOC_ARENA_RESERVE"
+            ]
+            .contains(name)
                 || name.starts_with("DOCKET_PDF_"),
             "the PDF child passed {name} on: {seen}"
         );

@@ -48,10 +48,12 @@ pub use settings::Prompts;
 
 /// Most tokens in one forward pass. Large enough that the products stay efficient, small
 /// enough that the widest intermediate (`TOKENS_PER_PASS × intermediate size` floats: 12 MB
-/// for multilingual-e5-small) stays under glibc's limit for reusing freed memory (32 MB).
-/// Past it every layer's buffers were fresh mappings the kernel faulted in page by page on
-/// each product: at 16,000 tokens, half of an int8 product's time in isolation
-/// (`cargo run --release -p docket-kernels --example int8-bench`, BENCHMARKS.md "Issue 24").
+/// for multilingual-e5-small) stays a buffer an allocator keeps for reuse. At 16,000 tokens
+/// every layer's buffers were fresh mappings the kernel faulted in page by page on each
+/// product: half of an int8 product's time in isolation (`cargo run --release -p
+/// docket-kernels --example int8-bench`, BENCHMARKS.md "Issue 24"). Under glibc's malloc even
+/// 2,048 tokens were not enough (its thread arenas gave the pages back between passes), which
+/// is why the process allocator is mimalloc (the crate root says so).
 pub const TOKENS_PER_PASS: usize = 2048;
 
 /// Where the model is and how much CPU it may use.

@@ -168,6 +168,9 @@ fn summary(attempt: &Attempt) -> String {
 /// `DATABASE_URL`, API keys or the API token.
 const PASSED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE"];
 
+/// mimalloc's setting of how much address space it reserves at a time (KiB), read at start-up.
+const ALLOCATOR_ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
+
 /// The isolated child under `limits`, before its mode is chosen.
 pub(crate) fn child_command(limits: &ExtractSettings) -> Command {
     let mut command = Command::new(&limits.child_exe);
@@ -180,6 +183,11 @@ pub(crate) fn child_command(limits: &ExtractSettings) -> Command {
     command
         .arg(CHILD_SUBCOMMAND)
         .env(ENV_MEMORY, limits.memory_bytes.to_string())
+        // The process allocator (mimalloc, see the crate root) would otherwise reserve a 1 GiB
+        // arena at its first allocation, before the child caps its address space: the cap
+        // would then bound only what lies beyond that arena. With no arenas reserved, each of
+        // its allocations is a mapping of its own that the cap counts.
+        .env(ALLOCATOR_ARENA_RESERVE, "0")
         .env_remove(ENV_EXEC_PDFTOTEXT)
         .env_remove(ENV_EXEC)
         .env_remove(ENV_INPUT);
