@@ -54,11 +54,12 @@
 /// the test binaries), declared once here, beside the code that needs it.
 ///
 /// Why not the system's: each forward pass of the local encoder allocates buffers of several
-/// megabytes (activations, their int8 packing, the products' outputs). glibc's malloc serves
-/// those with fresh `mmap`s or trims them off its heap when freed, so every pass page-faulted
-/// its working set in again: under int8 a third of the encoder's time was the kernel's (page
-/// faults, zeroing, cgroup accounting), and int8 ran at 1.2–1.3× f32 instead of about 2×
-/// (BENCHMARKS.md, issue 24). mimalloc keeps freed pages in its segments for the next pass.
+/// megabytes (activations, their int8 packing, the products' outputs). glibc's malloc gave
+/// them back to the kernel when freed, so every pass page-faulted its working set in again:
+/// under int8, 29 % of the encoder's samples were in the kernel (page faults, zeroing, cgroup
+/// accounting), and int8 ran at 1.1–1.6× f32 instead of about 2×. Raising glibc's mmap and
+/// trim thresholds removed the faults as well; mimalloc, which keeps freed pages for the next
+/// pass, was a little faster still (BENCHMARKS.md, issue 24, third pass).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -51,9 +51,8 @@ pub use settings::Prompts;
 /// for multilingual-e5-small) stays a buffer an allocator keeps for reuse. At 16,000 tokens
 /// every layer's buffers were fresh mappings the kernel faulted in page by page on each
 /// product: half of an int8 product's time in isolation (`cargo run --release -p
-/// docket-kernels --example int8-bench`, BENCHMARKS.md "Issue 24"). Under glibc's malloc even
-/// 2,048 tokens were not enough (its thread arenas gave the pages back between passes), which
-/// is why the process allocator is mimalloc (the crate root says so).
+/// docket-kernels --example int8-bench`, BENCHMARKS.md "Issue 24"). Which allocator keeps
+/// them matters as much: see the crate root's `ALLOCATOR`.
 pub const TOKENS_PER_PASS: usize = 2048;
 
 /// Where the model is and how much CPU it may use.

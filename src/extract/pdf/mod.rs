@@ -183,10 +183,10 @@ pub(crate) fn child_command(limits: &ExtractSettings) -> Command {
     command
         .arg(CHILD_SUBCOMMAND)
         .env(ENV_MEMORY, limits.memory_bytes.to_string())
-        // The process allocator (mimalloc, see the crate root) would otherwise reserve a 1 GiB
-        // arena at its first allocation, before the child caps its address space: the cap
-        // would then bound only what lies beyond that arena. With no arenas reserved, each of
-        // its allocations is a mapping of its own that the cap counts.
+        // The process allocator (mimalloc, see the crate root) reserves address space in
+        // arenas of 1 GiB and more, and RLIMIT_AS counts what is reserved as well as what is
+        // used, so reserved arenas would change what the cap means. With none reserved, the
+        // child's mappings are what it allocates.
         .env(ALLOCATOR_ARENA_RESERVE, "0")
         .env_remove(ENV_EXEC_PDFTOTEXT)
         .env_remove(ENV_EXEC)
